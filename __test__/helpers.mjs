@@ -1,0 +1,166 @@
+// Shared helpers for the node tests: paths, a gateway started through the real bin with the
+// official SDK client, and process-tree inspection for the cleanup checks.
+import { readdirSync, readFileSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import { spawn } from 'node:child_process';
+
+export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+export const bin = join(root, 'bin/anygpt-discovery.js');
+export const demoConfig = join(root, 'examples/demo.config.json');
+export const demoFiles = join(root, 'examples/files');
+export const serverPaths = {
+  everything: join(root, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'),
+  filesystem: join(root, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js'),
+  memory: join(root, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js'),
+};
+
+/** A fresh temporary folder. */
+export function tempDir(prefix = 'anygpt-discovery-test-') {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+/** Write `config` (an object) as JSON into a temp folder and return its path. */
+export function writeConfig(config, dir = tempDir()) {
+  const path = join(dir, 'config.json');
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}
+
+/** A stdio server entry launching a reference server by its installed path. */
+export function referenceServer(name, extraArgs = [], more = {}) {
+  return { name, connection: { command: process.execPath, args: [serverPaths[name], ...extraArgs] }, ...more };
+}
+
+/**
+ * Start `command args` as an MCP server and connect the official client to it.
+ * Returns { client, transport, stderr(): string }.
+ */
+export async function connect(command, args, env = {}) {
+  const transport = new StdioClientTransport({
+    command,
+    args,
+    env: { ...process.env, ...env },
+    stderr: 'pipe',
+  });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const client = new Client({ name: 'anygpt-discovery-tests', version: '0.0.0' });
+  await client.connect(transport);
+  return { client, transport, stderr: () => stderr };
+}
+
+/** Start the gateway through the npm bin with `--config path`. */
+export function startGateway(configPath, env) {
+  return connect(process.execPath, [bin, '--config', configPath], env);
+}
+
+/** Call a meta-tool and parse its JSON text answer. */
+export async function call(client, name, args = {}) {
+  const result = await client.callTool({ name, arguments: args });
+  return { result, body: JSON.parse(result.content[0].text) };
+}
+
+/** Every live (non-zombie) descendant pid of `pid`, from /proc (Linux). */
+export function descendants(pid) {
+  const children = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = procStat(Number(entry));
+    if (!stat || stat.state === 'Z') continue;
+    if (!children.has(stat.ppid)) children.set(stat.ppid, []);
+    children.get(stat.ppid).push(Number(entry));
+  }
+  const found = [];
+  const queue = [pid];
+  while (queue.length) {
+    for (const child of children.get(queue.shift()) ?? []) {
+      found.push(child);
+      queue.push(child);
+    }
+  }
+  return found;
+}
+
+/** Whether `pid` is running (a zombie counts as gone). */
+export function alive(pid) {
+  const stat = procStat(pid);
+  return stat !== null && stat.state !== 'Z';
+}
+
+function procStat(pid) {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may hold spaces: fields start after the last ')'.
+    const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    return { state: fields[0], ppid: Number(fields[1]) };
+  } catch {
+    return null;
+  }
+}
+
+/** Poll `predicate` every 25 ms until true or `ms` pass; returns the last value. */
+export async function waitFor(predicate, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = predicate();
+    if (value || Date.now() > deadline) return value;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** Resolve when `child` exits, with its exit code (or signal name). */
+export function exited(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode ?? child.signalCode);
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
+}
+
+/**
+ * The SDK's stdio transport over a child we spawned ourselves, so a test can signal the
+ * gateway, close its stdin and read its exit code. Framing comes from the SDK itself.
+ */
+class ChildTransport {
+  constructor(child) {
+    this.child = child;
+    this.buffer = new ReadBuffer();
+  }
+  async start() {
+    this.child.stdout.on('data', (chunk) => {
+      this.buffer.append(chunk);
+      for (let message; (message = this.buffer.readMessage()) !== null; ) this.onmessage?.(message);
+    });
+    this.child.on('close', () => this.onclose?.());
+    this.child.on('error', (error) => this.onerror?.(error));
+  }
+  async send(message) {
+    this.child.stdin.write(serializeMessage(message));
+  }
+  async close() {
+    this.child.stdin.end();
+  }
+}
+
+/**
+ * Spawn the gateway bin (or `command`) ourselves and connect the official client.
+ * Returns { client, child, stderr(), exit: Promise<code|signal> }.
+ */
+export async function spawnGateway(args, { command = process.execPath, env = {} } = {}) {
+  const child = spawn(command, command === process.execPath ? [bin, ...args] : args, {
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const exit = exited(child);
+  const client = new Client({ name: 'anygpt-discovery-tests', version: '0.0.0' });
+  await client.connect(new ChildTransport(child));
+  return { client, child, exit, stderr: () => stderr };
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env node
+'use strict'
+// The npm bin: hands process.argv to the addon's CLI, which serves MCP on fds 0/1 itself.
+// This file must never touch process.stdin or process.stdout: Node reading fd 0 would take
+// messages away from the server. It only evaluates TS/JS configs and relays signals.
+
+const { runCli, requestShutdown } = require('../index.js')
+const { configArg, isJsConfig, loadJsConfig } = require('../lib/load-config.js')
+
+async function main() {
+  const file = configArg(process.argv.slice(2)) ?? process.env.ANYGPT_DISCOVERY_CONFIG
+  let config
+  if (file && isJsConfig(file)) {
+    try {
+      config = await loadJsConfig(file)
+    } catch (error) {
+      process.stderr.write(`error: ${file}: cannot load config: ${error && error.message}\n`)
+      return 1
+    }
+  }
+  // Rust-side signal handlers would fight Node's; Node catches them and asks the addon to stop.
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, requestShutdown)
+  return runCli(process.argv, config && config.value, config && config.path)
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    process.stderr.write(`error: ${error && error.stack ? error.stack : error}\n`)
+    process.exit(1)
+  },
+)

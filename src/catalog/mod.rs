@@ -1,0 +1,142 @@
+//! The catalog: every known tool of every server, with rules applied.
+//!
+//! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema untouched, so
+//! `get_tool_details` returns it as the server gave it) plus what the rules decided. The
+//! catalog is replaced per server when that server's tool list arrives.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+
+use crate::rules::RuleSet;
+
+/// Longest summary, in characters.
+pub const SUMMARY_MAX_CHARS: usize = 120;
+
+/// One tool of one server.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    pub server: String,
+    pub tool: Arc<Tool>,
+    pub summary: String,
+    pub enabled: bool,
+    pub tags: Vec<String>,
+}
+
+impl ToolEntry {
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.tool.name
+    }
+
+    #[must_use]
+    pub fn description(&self) -> &str {
+        self.tool.description.as_deref().unwrap_or_default()
+    }
+
+    /// `server:tool`.
+    #[must_use]
+    pub fn id(&self) -> String {
+        format!("{}:{}", self.server, self.tool.name)
+    }
+}
+
+/// Tools by server, each server's list in the order the server reported it.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    servers: BTreeMap<String, Vec<ToolEntry>>,
+}
+
+impl Catalog {
+    /// Replace `server`'s tools, applying `rules`.
+    pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) {
+        let entries = tools
+            .into_iter()
+            .map(|tool| {
+                let decision = rules.decide(server, &tool.name);
+                ToolEntry {
+                    server: server.to_owned(),
+                    summary: summarize(tool.description.as_deref().unwrap_or_default()),
+                    tool: Arc::new(tool),
+                    enabled: decision.enabled,
+                    tags: decision.tags,
+                }
+            })
+            .collect();
+        self.servers.insert(server.to_owned(), entries);
+    }
+
+    /// Forget `server`'s tools.
+    pub fn remove_server(&mut self, server: &str) {
+        self.servers.remove(server);
+    }
+
+    /// `server`'s tools, or `None` if none were ever listed.
+    #[must_use]
+    pub fn server_tools(&self, server: &str) -> Option<&[ToolEntry]> {
+        self.servers.get(server).map(Vec::as_slice)
+    }
+
+    /// One tool.
+    #[must_use]
+    pub fn tool(&self, server: &str, tool: &str) -> Option<&ToolEntry> {
+        self.server_tools(server)?.iter().find(|t| t.name() == tool)
+    }
+
+    /// Every tool, by server name then server order.
+    pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.servers.values().flatten()
+    }
+}
+
+/// First sentence of a description, whitespace collapsed, at most [`SUMMARY_MAX_CHARS`].
+#[must_use]
+pub fn summarize(description: &str) -> String {
+    let collapsed = description.split_whitespace().collect::<Vec<_>>().join(" ");
+    let sentence_end = collapsed
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '.' | '!' | '?')
+                && collapsed[i + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace)
+        })
+        .map_or(collapsed.len(), |(i, c)| i + c.len_utf8());
+    let first = &collapsed[..sentence_end];
+    if first.chars().count() <= SUMMARY_MAX_CHARS {
+        return first.to_owned();
+    }
+    let cut: String = first.chars().take(SUMMARY_MAX_CHARS - 1).collect();
+    // Cut at a word boundary when there is one in the last third.
+    let cut = match cut.rfind(' ') {
+        Some(space) if space > SUMMARY_MAX_CHARS * 2 / 3 => &cut[..space],
+        _ => &cut,
+    };
+    format!("{}…", cut.trim_end_matches([',', ';', ':', ' ']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_is_the_first_sentence() {
+        assert_eq!(summarize("Echoes input. Useful for tests."), "Echoes input.");
+        assert_eq!(summarize("Reads v1.2 files\nfrom disk"), "Reads v1.2 files from disk");
+        assert_eq!(summarize(""), "");
+    }
+
+    #[test]
+    fn long_summary_is_cut_with_a_marker() {
+        let long = "word ".repeat(60);
+        let summary = summarize(&long);
+        assert!(summary.chars().count() <= SUMMARY_MAX_CHARS);
+        assert!(summary.ends_with('…'));
+    }
+
+    #[test]
+    fn unicode_is_cut_on_char_boundaries() {
+        let long = "é".repeat(300);
+        let summary = summarize(&long);
+        assert_eq!(summary.chars().count(), SUMMARY_MAX_CHARS);
+    }
+}

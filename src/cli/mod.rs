@@ -1,0 +1,102 @@
+//! The command line: `anygpt-discovery [--config FILE] [serve]`.
+//!
+//! `run` is shared by the native binary (`main.rs`) and the Node bin (`node::run_cli`), so both
+//! accept the same arguments and exit with the same codes. It resolves the config (an object
+//! already evaluated by the JS side wins, then `--config`, then `ANYGPT_DISCOVERY_CONFIG`, then
+//! the default search order) and starts the chosen command. Only this module prints.
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::config::{default_config_path, Config, CONFIG_ENV};
+use crate::engine::Engine;
+
+/// Exit codes (seed 003): 0 ok, 1 bad arguments or config.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const BAD_INPUT: i32 = 1;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "anygpt-discovery", version, about = "MCP gateway: five meta-tools in front of many MCP servers")]
+struct Cli {
+    /// Config file (JSON or YAML; TS/JS through the npm bin).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log filter for stderr, e.g. `debug` or `discovery=trace`.
+    #[arg(long, global = true, value_name = "FILTER", env = "ANYGPT_LOG")]
+    log_level: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the stdio MCP server (the default).
+    Serve,
+}
+
+/// A config evaluated elsewhere (by the JS bin): the object and where it came from.
+#[derive(Debug, Clone)]
+pub struct ConfigObject {
+    pub value: Value,
+    pub origin: String,
+}
+
+/// Run the CLI with `args` (argv without the program name is fine too: clap skips argv[0],
+/// so callers pass the program name first). Returns the process exit code.
+pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { exit::BAD_INPUT } else { exit::OK };
+            let _ = e.print();
+            return code;
+        }
+    };
+    init_logging(cli.log_level.as_deref());
+    let config = match resolve_config(cli.config.as_ref(), config_object) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return exit::BAD_INPUT;
+        }
+    };
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
+            crate::gateway::serve_stdio(Engine::new(config), shutdown).await;
+            exit::OK
+        }
+    }
+}
+
+fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> Result<Config, String> {
+    if let Some(object) = object {
+        return Config::from_value(object.value, &object.origin).map_err(|e| e.to_string());
+    }
+    let named = flag.cloned().or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
+    match named.or_else(default_config_path) {
+        Some(path) => Config::from_file(&path).map_err(|e| e.to_string()),
+        None => {
+            tracing::warn!("no config found (--config, {CONFIG_ENV}, ./.anygpt/mcp-discovery.config.json); serving no servers");
+            Ok(Config::empty())
+        }
+    }
+}
+
+fn init_logging(filter: Option<&str>) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("discovery=info,warn"))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("discovery=info,warn"));
+    // stdout is the MCP channel: logs only ever go to stderr. A second init (tests, repeated
+    // runs inside one Node process) keeps the first subscriber.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,132 @@
+//! `${VAR}` and `${VAR:-default}` expansion in launch specs (args, env, cwd, url, headers).
+//!
+//! Expansion happens when a server is launched, not at load time, so the config kept in memory
+//! (and shown by `getConfig` / `config show`) never holds resolved secrets. `check` runs at load
+//! time and rejects malformed references early.
+
+/// A reference that cannot be expanded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExpandError {
+    #[error("environment variable `{0}` is not set (use `${{{0}:-default}}` for a fallback)")]
+    Unset(String),
+    #[error("unterminated `${{` in `{0}`")]
+    Unterminated(String),
+    #[error("empty variable name in `{0}`")]
+    EmptyName(String),
+}
+
+/// Expand every reference in `text`, reading variables through `lookup`.
+///
+/// # Errors
+/// An unset variable without default, or a malformed reference.
+pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ExpandError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| ExpandError::Unterminated(text.to_owned()))?;
+        let reference = &after[..end];
+        let (name, default) = match reference.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (reference, None),
+        };
+        if name.is_empty() {
+            return Err(ExpandError::EmptyName(text.to_owned()));
+        }
+        // Like the shell's `:-`: an empty value also falls back to the default.
+        match (lookup(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => return Err(ExpandError::Unset(name.to_owned())),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Expand with the process environment.
+///
+/// # Errors
+/// As [`expand`].
+pub fn expand_env(text: &str) -> Result<String, ExpandError> {
+    expand(text, &|name| std::env::var(name).ok())
+}
+
+/// Check the syntax of every reference without reading the environment.
+///
+/// # Errors
+/// A malformed reference.
+pub fn check(text: &str) -> Result<(), ExpandError> {
+    expand(text, &|_| Some(String::new())).map(drop)
+}
+
+/// Whether `text` is exactly one reference (`${NAME}` or `${NAME:-…}`): safe to display,
+/// since it names a variable instead of holding a value.
+#[must_use]
+pub fn is_single_reference(text: &str) -> bool {
+    text.strip_prefix("${")
+        .and_then(|t| t.strip_suffix('}'))
+        .is_some_and(|inner| !inner.contains('}') && !inner.contains("${"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("secret".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn expands_set_variable() {
+        assert_eq!(expand("Bearer ${TOKEN}", &env).unwrap(), "Bearer secret");
+    }
+
+    #[test]
+    fn default_used_when_unset_or_empty() {
+        assert_eq!(expand("${NOPE:-x}", &env).unwrap(), "x");
+        assert_eq!(expand("${EMPTY:-y}", &env).unwrap(), "y");
+        assert_eq!(expand("${NOPE:-}", &env).unwrap(), "");
+    }
+
+    #[test]
+    fn empty_value_without_default_is_kept() {
+        assert_eq!(expand("a${EMPTY}b", &env).unwrap(), "ab");
+    }
+
+    #[test]
+    fn unset_without_default_is_an_error_naming_the_variable() {
+        let err = expand("${NOPE}", &env).unwrap_err();
+        assert_eq!(err, ExpandError::Unset("NOPE".into()));
+        assert!(err.to_string().contains("`NOPE` is not set"));
+    }
+
+    #[test]
+    fn several_references_and_plain_text() {
+        assert_eq!(expand("${TOKEN}-${NOPE:-d}-$HOME", &env).unwrap(), "secret-d-$HOME");
+    }
+
+    #[test]
+    fn malformed_references() {
+        assert!(matches!(check("${OPEN"), Err(ExpandError::Unterminated(_))));
+        assert!(matches!(check("${}"), Err(ExpandError::EmptyName(_))));
+        assert!(check("${OK} ${OK:-x}").is_ok());
+    }
+
+    #[test]
+    fn single_reference_detection() {
+        assert!(is_single_reference("${TOKEN}"));
+        assert!(is_single_reference("${TOKEN:-x}"));
+        assert!(!is_single_reference("Bearer ${TOKEN}"));
+        assert!(!is_single_reference("${A}${B}"));
+        assert!(!is_single_reference("literal"));
+    }
+}

@@ -1,0 +1,469 @@
+//! Configuration: the `discovery` section, parsed, validated and compiled.
+//!
+//! `Config` is the only thing the engine takes. It is built from a JSON/YAML file read here
+//! ([`Config::from_file`]) or from an already evaluated object — a TS/JS config loaded on the
+//! JS side, or an object handed to the Node API ([`Config::from_value`]). Every error names
+//! the origin, the path inside it (`discovery.toolRules[2].pattern[0]`) and the reason.
+//! `${VAR}` references are kept as written and expanded only at launch (see `expand`).
+
+pub mod expand;
+mod load;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::rules::{PatternList, Rule, RuleSet};
+
+pub use load::{default_config_path, CONFIG_ENV};
+
+/// Default per-call timeout (DESIGN §6).
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
+/// Default time a server gets to start and answer `initialize` + `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
+
+/// The `discovery` section as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DiscoverySection {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub cache: CacheSpec,
+    #[serde(default)]
+    pub servers: Vec<ServerSpec>,
+    /// Imports from other clients' configs (a later release reads them; accepted now so
+    /// configs written for it load).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<Value>,
+    #[serde(default)]
+    pub tool_rules: Vec<ToolRuleSpec>,
+}
+
+impl Default for DiscoverySection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            cache: CacheSpec::default(),
+            servers: Vec::new(),
+            sources: Vec::new(),
+            tool_rules: Vec::new(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `discovery.cache`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CacheSpec {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Seconds.
+    #[serde(default = "default_ttl")]
+    pub ttl: u64,
+}
+
+impl Default for CacheSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            ttl: default_ttl(),
+        }
+    }
+}
+
+fn default_ttl() -> u64 {
+    3600
+}
+
+/// One downstream server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub connection: ConnectionSpec,
+    /// Per-call default for this server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// How long the server gets to start and list its tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_timeout_ms: Option<u64>,
+}
+
+impl ServerSpec {
+    #[must_use]
+    pub fn call_timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_CALL_TIMEOUT_MS)
+    }
+
+    #[must_use]
+    pub fn startup_timeout_ms(&self) -> u64 {
+        self.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS)
+    }
+}
+
+/// Transport of a server.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    #[default]
+    Stdio,
+    Http,
+}
+
+/// `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConnectionSpec {
+    #[serde(rename = "type", default)]
+    pub kind: TransportKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// One entry of `toolRules`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolRuleSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    pub pattern: OneOrMany,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+/// `pattern: "x"` or `pattern: ["x", "y"]`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    #[must_use]
+    pub fn as_slice(&self) -> &[String] {
+        match self {
+            Self::One(one) => std::slice::from_ref(one),
+            Self::Many(many) => many,
+        }
+    }
+}
+
+/// A validated configuration with its rules compiled.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub discovery: DiscoverySection,
+    /// Where it came from: a file path, or `<object>`.
+    pub origin: String,
+    rules: RuleSet,
+}
+
+#[derive(Deserialize)]
+struct Document {
+    #[serde(default)]
+    discovery: DiscoverySection,
+}
+
+impl Config {
+    /// Parse and validate a document `{ "discovery": { … } }`. A bare discovery section
+    /// (an object without a `discovery` key) is accepted too, as the Node API allows.
+    ///
+    /// # Errors
+    /// `CONFIGURATION_ERROR` naming `origin`, the path inside the document and the reason.
+    pub fn from_value(value: Value, origin: &str) -> Result<Self> {
+        let value = match value {
+            Value::Object(map) if !map.contains_key("discovery") => {
+                Value::Object([("discovery".to_owned(), Value::Object(map))].into_iter().collect())
+            }
+            Value::Object(map) => Value::Object(map),
+            Value::Null => serde_json::json!({}),
+            other => {
+                return Err(Error::config(
+                    origin,
+                    "(root)",
+                    format!("expected an object, found {}", json_kind(&other)),
+                ))
+            }
+        };
+        let document: Document = serde_path_to_error::deserialize(value).map_err(|e| {
+            Error::config(origin, e.path().to_string(), e.inner().to_string())
+        })?;
+        let rules = validate(&document.discovery, origin)?;
+        Ok(Self {
+            discovery: document.discovery,
+            origin: origin.to_owned(),
+            rules,
+        })
+    }
+
+    /// Read a JSON or YAML file (by extension).
+    ///
+    /// # Errors
+    /// An unreadable file, a syntax error, or an invalid config.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        load::from_file(path)
+    }
+
+    /// An empty config (no servers, no rules).
+    #[must_use]
+    pub fn empty() -> Self {
+        Self {
+            origin: "<defaults>".into(),
+            ..Self::default()
+        }
+    }
+
+    /// The compiled tool rules.
+    #[must_use]
+    pub fn rules(&self) -> &RuleSet {
+        &self.rules
+    }
+
+    /// Servers, or none when `discovery.enabled` is false.
+    #[must_use]
+    pub fn servers(&self) -> &[ServerSpec] {
+        if self.discovery.enabled {
+            &self.discovery.servers
+        } else {
+            &[]
+        }
+    }
+
+    /// The config as written, with every `env` and `headers` value that could hold a secret
+    /// replaced by `***` (values that only reference a variable are kept).
+    #[must_use]
+    pub fn redacted(&self) -> Value {
+        let mut section = self.discovery.clone();
+        for server in &mut section.servers {
+            let conn = &mut server.connection;
+            for value in conn.env.values_mut().chain(conn.headers.values_mut()) {
+                if !expand::is_single_reference(value) {
+                    "***".clone_into(value);
+                }
+            }
+        }
+        serde_json::json!({ "discovery": section })
+    }
+}
+
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Checks serde cannot express; compiles the rules.
+fn validate(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
+    let err = |path: String, reason: String| Error::config(origin, path, reason);
+    let mut seen = std::collections::HashSet::new();
+    for (i, server) in section.servers.iter().enumerate() {
+        let at = format!("discovery.servers[{i}]");
+        validate_server(server, &at).map_err(|(path, reason)| err(path, reason))?;
+        if !seen.insert(server.name.as_str()) {
+            return Err(err(
+                format!("{at}.name"),
+                format!("duplicate server name `{}`", server.name),
+            ));
+        }
+    }
+    let mut rules = Vec::with_capacity(section.tool_rules.len());
+    for (i, spec) in section.tool_rules.iter().enumerate() {
+        let at = format!("discovery.toolRules[{i}]");
+        let patterns = spec.pattern.as_slice();
+        if patterns.is_empty() {
+            return Err(err(format!("{at}.pattern"), "pattern list is empty".into()));
+        }
+        let compiled = PatternList::parse(patterns).map_err(|(j, e)| {
+            let path = match spec.pattern {
+                OneOrMany::One(_) => format!("{at}.pattern"),
+                OneOrMany::Many(_) => format!("{at}.pattern[{j}]"),
+            };
+            err(path, e.to_string())
+        })?;
+        rules.push(Rule {
+            server: spec.server.clone(),
+            patterns: compiled,
+            enabled: spec.enabled,
+            tags: spec.tags.clone(),
+        });
+    }
+    Ok(RuleSet::new(rules))
+}
+
+fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (String, String)> {
+    if server.name.trim().is_empty() {
+        return Err((format!("{at}.name"), "server name is empty".into()));
+    }
+    if server.name.contains(':') || server.name.chars().any(char::is_whitespace) {
+        return Err((
+            format!("{at}.name"),
+            format!(
+                "server name `{}` may not contain `:` or whitespace (tools are addressed as `server:tool`)",
+                server.name
+            ),
+        ));
+    }
+    for (field, value) in [("timeoutMs", server.timeout_ms), ("startupTimeoutMs", server.startup_timeout_ms)] {
+        if value == Some(0) {
+            return Err((format!("{at}.{field}"), "must be greater than 0".into()));
+        }
+    }
+    let conn = &server.connection;
+    let at = format!("{at}.connection");
+    match conn.kind {
+        TransportKind::Stdio if conn.command.as_deref().is_none_or(|c| c.trim().is_empty()) => {
+            return Err((format!("{at}.command"), "a stdio connection needs a `command`".into()));
+        }
+        TransportKind::Http if conn.url.as_deref().is_none_or(|u| u.trim().is_empty()) => {
+            return Err((format!("{at}.url"), "an http connection needs a `url`".into()));
+        }
+        _ => {}
+    }
+    let texts = conn
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (format!("{at}.args[{i}]"), a))
+        .chain(conn.env.iter().map(|(k, v)| (format!("{at}.env.{k}"), v)))
+        .chain(conn.headers.iter().map(|(k, v)| (format!("{at}.headers.{k}"), v)))
+        .chain(conn.cwd.iter().map(|c| (format!("{at}.cwd"), c)))
+        .chain(conn.url.iter().map(|u| (format!("{at}.url"), u)));
+    for (path, text) in texts {
+        expand::check(text).map_err(|e| (path, e.to_string()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn config_err(value: Value) -> (String, String) {
+        match Config::from_value(value, "test.json").unwrap_err() {
+            Error::Configuration { path, reason, origin } => {
+                assert_eq!(origin, "test.json");
+                (path, reason)
+            }
+            other => panic!("expected a configuration error, got {other:?}"),
+        }
+    }
+
+    fn server(name: &str) -> Value {
+        json!({ "name": name, "connection": { "command": "node", "args": ["x.js"] } })
+    }
+
+    #[test]
+    fn minimal_config_loads_with_defaults() {
+        let config = Config::from_value(json!({ "discovery": { "servers": [server("a")] } }), "x").unwrap();
+        assert!(config.discovery.enabled);
+        assert_eq!(config.discovery.cache.ttl, 3600);
+        assert_eq!(config.servers()[0].connection.kind, TransportKind::Stdio);
+        assert_eq!(config.servers()[0].call_timeout_ms(), DEFAULT_CALL_TIMEOUT_MS);
+    }
+
+    #[test]
+    fn bare_section_is_accepted() {
+        let config = Config::from_value(json!({ "servers": [server("a")] }), "x").unwrap();
+        assert_eq!(config.servers().len(), 1);
+    }
+
+    #[test]
+    fn disabled_discovery_has_no_servers() {
+        let config =
+            Config::from_value(json!({ "discovery": { "enabled": false, "servers": [server("a")] } }), "x").unwrap();
+        assert!(config.servers().is_empty());
+    }
+
+    #[test]
+    fn bad_rule_pattern_names_rule_and_pattern_index() {
+        let (path, reason) = config_err(json!({ "discovery": { "toolRules": [
+            { "pattern": "*ok*" }, { "pattern": ["*ok*"] }, { "pattern": ["*a*", "/(x/"] }
+        ] } }));
+        assert_eq!(path, "discovery.toolRules[2].pattern[1]");
+        assert!(reason.contains("/(x/"), "{reason}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_field_path() {
+        let (path, reason) = config_err(json!({ "discovery": { "servers": [
+            { "name": "a", "connection": { "command": "x", "args": "not-a-list" } }
+        ] } }));
+        assert_eq!(path, "discovery.servers[0].connection.args");
+        assert!(reason.contains("invalid type"), "{reason}");
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_path() {
+        let (path, reason) = config_err(json!({ "discovery": { "toolrules": [] } }));
+        assert_eq!(path, "discovery.toolrules");
+        assert!(reason.contains("unknown field `toolrules`"), "{reason}");
+    }
+
+    #[test]
+    fn stdio_without_command_is_rejected() {
+        let (path, _) = config_err(json!({ "discovery": { "servers": [{ "name": "a", "connection": {} }] } }));
+        assert_eq!(path, "discovery.servers[0].connection.command");
+    }
+
+    #[test]
+    fn duplicate_and_malformed_server_names_are_rejected() {
+        let (path, reason) = config_err(json!({ "discovery": { "servers": [server("a"), server("a")] } }));
+        assert_eq!(path, "discovery.servers[1].name");
+        assert!(reason.contains("duplicate"));
+        let (path, _) = config_err(json!({ "discovery": { "servers": [server("a:b")] } }));
+        assert_eq!(path, "discovery.servers[0].name");
+    }
+
+    #[test]
+    fn malformed_variable_reference_is_rejected_at_load() {
+        let (path, reason) = config_err(json!({ "discovery": { "servers": [
+            { "name": "a", "connection": { "command": "x", "env": { "TOKEN": "${OPEN" } } }
+        ] } }));
+        assert_eq!(path, "discovery.servers[0].connection.env.TOKEN");
+        assert!(reason.contains("unterminated"));
+    }
+
+    #[test]
+    fn root_must_be_an_object() {
+        let (path, reason) = config_err(json!([1, 2]));
+        assert_eq!(path, "(root)");
+        assert!(reason.contains("an array"));
+    }
+
+    #[test]
+    fn redacted_hides_literal_secrets_but_keeps_references() {
+        let config = Config::from_value(json!({ "discovery": { "servers": [
+            { "name": "a", "connection": { "command": "x", "env": { "A": "ghp_literal", "B": "${TOKEN}" } } }
+        ] } }), "x").unwrap();
+        let shown = config.redacted().to_string();
+        assert!(!shown.contains("ghp_literal"));
+        assert!(shown.contains("${TOKEN}"));
+    }
+}

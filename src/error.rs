@@ -1,0 +1,203 @@
+//! One error type for the whole engine, with stable codes.
+//!
+//! Variants hold data, not preformatted text; `Error::code` is the single mapping to the
+//! public `ErrorCode`, and `Error::to_json` renders the compact body the gateway returns to the
+//! model. The faces convert at their edge: the gateway into `isError` tool results, the CLI into
+//! an exit status, the Node binding into a JS `Error` with `code`.
+
+use serde_json::{json, Map, Value};
+
+/// The stable codes shared by every face (MCP results, CLI, Node errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    ConfigurationError,
+    ServerConnectionError,
+    ServerNotFound,
+    ToolNotFound,
+    ToolDisabled,
+    ValidationError,
+    ToolExecutionError,
+    ToolExecutionTimeout,
+}
+
+impl ErrorCode {
+    /// The SCREAMING_SNAKE name clients match on.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConfigurationError => "CONFIGURATION_ERROR",
+            Self::ServerConnectionError => "SERVER_CONNECTION_ERROR",
+            Self::ServerNotFound => "SERVER_NOT_FOUND",
+            Self::ToolNotFound => "TOOL_NOT_FOUND",
+            Self::ToolDisabled => "TOOL_DISABLED",
+            Self::ValidationError => "VALIDATION_ERROR",
+            Self::ToolExecutionError => "TOOL_EXECUTION_ERROR",
+            Self::ToolExecutionTimeout => "TOOL_EXECUTION_TIMEOUT",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything the engine can fail with.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A config file or object is invalid. `origin` is the file (or `<object>`), `path` the
+    /// place inside it, e.g. `discovery.toolRules[2].pattern[0]`.
+    #[error("{origin}: {path}: {reason}")]
+    Configuration {
+        origin: String,
+        path: String,
+        reason: String,
+    },
+    #[error("server `{server}` is not connected: {reason}")]
+    ServerConnection { server: String, reason: String },
+    #[error("no server named `{server}`")]
+    ServerNotFound {
+        server: String,
+        suggestions: Vec<String>,
+    },
+    #[error("server `{server}` has no tool named `{tool}`")]
+    ToolNotFound {
+        server: String,
+        tool: String,
+        suggestions: Vec<String>,
+    },
+    #[error("tool `{server}:{tool}` is disabled by toolRules")]
+    ToolDisabled { server: String, tool: String },
+    /// Bad arguments. Each problem names where it is (`limit`, `/path`, …).
+    #[error("invalid arguments: {}", problems.join("; "))]
+    Validation { problems: Vec<String> },
+    #[error("tool `{server}:{tool}` failed: {reason}")]
+    ToolExecution {
+        server: String,
+        tool: String,
+        reason: String,
+    },
+    #[error("tool `{server}:{tool}` did not answer within {timeout_ms} ms")]
+    ToolExecutionTimeout {
+        server: String,
+        tool: String,
+        timeout_ms: u64,
+    },
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Shorthand for a configuration error.
+    pub(crate) fn config(
+        origin: impl Into<String>,
+        path: impl Into<String>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Self::Configuration {
+            origin: origin.into(),
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Shorthand for a single validation problem.
+    pub(crate) fn validation(problem: impl Into<String>) -> Self {
+        Self::Validation {
+            problems: vec![problem.into()],
+        }
+    }
+
+    /// The stable code for this error.
+    #[must_use]
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Configuration { .. } => ErrorCode::ConfigurationError,
+            Self::ServerConnection { .. } => ErrorCode::ServerConnectionError,
+            Self::ServerNotFound { .. } => ErrorCode::ServerNotFound,
+            Self::ToolNotFound { .. } => ErrorCode::ToolNotFound,
+            Self::ToolDisabled { .. } => ErrorCode::ToolDisabled,
+            Self::Validation { .. } => ErrorCode::ValidationError,
+            Self::ToolExecution { .. } => ErrorCode::ToolExecutionError,
+            Self::ToolExecutionTimeout { .. } => ErrorCode::ToolExecutionTimeout,
+        }
+    }
+
+    /// "Did you mean" candidates, as `server:tool` or server names.
+    #[must_use]
+    pub fn suggestions(&self) -> &[String] {
+        match self {
+            Self::ServerNotFound { suggestions, .. } | Self::ToolNotFound { suggestions, .. } => {
+                suggestions
+            }
+            _ => &[],
+        }
+    }
+
+    /// The server and tool the error is about, when it is about one.
+    #[must_use]
+    pub fn subject(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Self::ServerConnection { server, .. } | Self::ServerNotFound { server, .. } => {
+                (Some(server), None)
+            }
+            Self::ToolNotFound { server, tool, .. }
+            | Self::ToolDisabled { server, tool }
+            | Self::ToolExecution { server, tool, .. }
+            | Self::ToolExecutionTimeout { server, tool, .. } => (Some(server), Some(tool)),
+            Self::Configuration { .. } | Self::Validation { .. } => (None, None),
+        }
+    }
+
+    /// The compact body returned to the model:
+    /// `{"error":{"code":…,"message":…,"server":…,"tool":…,"suggestions":[…]}}`.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("code".into(), json!(self.code().as_str()));
+        body.insert("message".into(), json!(self.to_string()));
+        let (server, tool) = self.subject();
+        if let Some(server) = server {
+            body.insert("server".into(), json!(server));
+        }
+        if let Some(tool) = tool {
+            body.insert("tool".into(), json!(tool));
+        }
+        if !self.suggestions().is_empty() {
+            body.insert("suggestions".into(), json!(self.suggestions()));
+        }
+        json!({ "error": body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_not_found_renders_compact_body_with_suggestions() {
+        let err = Error::ToolNotFound {
+            server: "github".into(),
+            tool: "create_isue".into(),
+            suggestions: vec!["github:create_issue".into()],
+        };
+        assert_eq!(
+            err.to_json().to_string(),
+            r#"{"error":{"code":"TOOL_NOT_FOUND","message":"server `github` has no tool named `create_isue`","server":"github","tool":"create_isue","suggestions":["github:create_issue"]}}"#
+        );
+    }
+
+    #[test]
+    fn configuration_error_names_origin_and_path() {
+        let err = Error::config("a.json", "discovery.toolRules[2].pattern[0]", "bad glob");
+        assert_eq!(err.code(), ErrorCode::ConfigurationError);
+        assert_eq!(
+            err.to_string(),
+            "a.json: discovery.toolRules[2].pattern[0]: bad glob"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! The rmcp server handler and the serve loop.
+
+use std::future::Future;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+
+use super::meta_tool::{definitions, MetaTool};
+use crate::engine::Engine;
+
+const INSTRUCTIONS: &str = "Tools of many MCP servers, reached through five meta-tools: \
+search_tools to find one, get_tool_details for its schema, execute_tool to run it.";
+
+/// The gateway's MCP face.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    engine: Engine,
+}
+
+impl Gateway {
+    #[must_use]
+    pub fn new(engine: Engine) -> Self {
+        Self { engine }
+    }
+}
+
+impl ServerHandler for Gateway {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(definitions().to_vec()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = MetaTool::parse(&request.name, request.arguments)?;
+        Ok(call.apply(&self.engine, context.ct).await.into())
+    }
+}
+
+/// Serve the gateway over `transport` until the client leaves or `shutdown` resolves, then
+/// close every downstream session. A client that leaves before the handshake is a clean stop.
+pub async fn serve<T, E, A>(engine: Engine, transport: T, shutdown: impl Future<Output = ()>)
+where
+    T: rmcp::transport::IntoTransport<RoleServer, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    // Start connecting before the handshake: `initialize` never waits on downstream servers.
+    engine.start();
+    let mut shutdown = std::pin::pin!(shutdown);
+    let running = tokio::select! {
+        served = Gateway::new(engine.clone()).serve(transport) => served,
+        () = &mut shutdown => {
+            engine.close().await;
+            return;
+        }
+    };
+    match running {
+        Ok(running) => {
+            let token = running.cancellation_token();
+            tokio::select! {
+                quit = running.waiting() => tracing::info!(?quit, "client session ended"),
+                () = &mut shutdown => {
+                    tracing::info!("shutdown requested");
+                    token.cancel();
+                }
+            }
+        }
+        Err(error) => tracing::warn!(%error, "no MCP session: the client left before the handshake"),
+    }
+    engine.close().await;
+}
+
+/// Serve over this process's stdin/stdout, as raw pipes: never through a runtime's own
+/// stdin object (inside Node that would compete with Node for fd 0).
+pub async fn serve_stdio(engine: Engine, shutdown: impl Future<Output = ()>) {
+    serve(engine, rmcp::transport::stdio_pipes(), shutdown).await;
+}

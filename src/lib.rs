@@ -1,0 +1,39 @@
+//! @anygpt/discovery — an MCP gateway.
+//!
+//! An AI client connects to one stdio MCP server and, through five meta-tools
+//! (`list_mcp_servers`, `search_tools`, `list_tools`, `get_tool_details`, `execute_tool`),
+//! finds and runs the tools of many downstream MCP servers without holding their schemas.
+//!
+//! # Layout
+//! ```text
+//! config   ── load + validate (file or object)   ──►  ServerSpec[] + compiled RuleSet
+//! rules    ── patterns (glob, /regex/flags, !negation) and rule evaluation
+//! catalog  ── every tool per server with enabled/tags applied, summaries
+//! search   ── ranking over the catalog, "did you mean" suggestions
+//! upstream ── downstream sessions: process groups, rmcp client, pool with statuses
+//! engine   ── Engine facade: list/search/details/execute/reload/close
+//! gateway  ── the stdio MCP server exposing the five meta-tools
+//! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
+//! node     ── napi bindings (thin: convert types, call the engine)
+//! error    ── one error enum with stable codes
+//! ```
+//! Data flows one way: config → catalog → search; the engine owns catalog and upstream;
+//! gateway, cli and node only call the engine.
+
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod gateway;
+pub mod rules;
+pub mod search;
+pub mod shutdown;
+pub mod upstream;
+
+#[cfg(feature = "node")]
+mod node;
+
+pub use config::Config;
+pub use engine::Engine;
+pub use error::{Error, ErrorCode, Result};

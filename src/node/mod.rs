@@ -1,0 +1,273 @@
+//! The napi bindings — the only `#[napi]` code. Thin: convert types, call the engine.
+//!
+//! `DiscoveryEngine` is the Node API; `runCli`/`requestShutdown` back the JS bin, which hands
+//! over `process.argv` (and a TS/JS config it evaluated) and relays SIGINT/SIGTERM, since a
+//! signal handler installed from Rust would fight Node's own. Engine errors become JS errors
+//! whose `code` is the stable error code.
+
+use std::sync::LazyLock;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::cli::{self, ConfigObject};
+use crate::config::Config;
+use crate::engine::{Engine, ExecuteOptions, SearchRequest};
+use crate::error::{Error as EngineError, ErrorCode};
+
+/// napi's promise rejections carry a fixed `Status` as `code`, so the engine code travels as a
+/// `CODE: ` message prefix that `index.js` moves into `error.code` (see `withCodes` there).
+fn coded(code: ErrorCode, message: impl std::fmt::Display) -> napi::Error {
+    napi::Error::new(Status::GenericFailure, format!("{code}: {message}"))
+}
+
+fn to_js(error: &EngineError) -> napi::Error {
+    coded(error.code(), error)
+}
+
+/// A server behind the engine.
+#[napi(object)]
+pub struct ServerInfo {
+    pub name: String,
+    pub description: Option<String>,
+    pub tool_count: u32,
+    pub enabled_count: u32,
+    /// `connecting`, `connected`, `idle` or `error`.
+    pub status: String,
+    /// Why the status is `error`.
+    pub error: Option<String>,
+}
+
+/// Options of `searchTools`.
+#[napi(object)]
+pub struct SearchOptions {
+    /// Only this server's tools.
+    pub server: Option<String>,
+    /// @default 10
+    pub limit: Option<u32>,
+    /// Include tools disabled by toolRules (marked `enabled: false`).
+    pub include_disabled: Option<bool>,
+}
+
+/// One search hit.
+#[napi(object)]
+pub struct SearchResult {
+    pub server: String,
+    pub tool: String,
+    pub summary: String,
+    /// 0..1; 1 only for an exact tool name.
+    pub relevance: f64,
+    pub tags: Vec<String>,
+    pub enabled: bool,
+}
+
+/// Results of `searchTools`.
+#[napi(object)]
+pub struct SearchResponse {
+    pub results: Vec<SearchResult>,
+    /// Servers still starting, whose tools are not searchable yet.
+    pub pending: Option<u32>,
+    pub hint: Option<String>,
+}
+
+/// One tool of `listTools`.
+#[napi(object)]
+pub struct ToolSummary {
+    pub name: String,
+    pub summary: String,
+    pub enabled: bool,
+    pub tags: Vec<String>,
+}
+
+/// Everything about one tool.
+#[napi(object)]
+pub struct ToolDetails {
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    /// JSON Schema, exactly as the server reported it.
+    #[napi(ts_type = "Record<string, unknown>")]
+    pub input_schema: Value,
+    pub tags: Vec<String>,
+    pub enabled: bool,
+}
+
+/// Options of `executeTool`.
+#[napi(object)]
+pub struct ExecuteToolOptions {
+    /// Overrides the server's `timeoutMs` for this call.
+    pub timeout_ms: Option<u32>,
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The discovery engine: the same engine the MCP gateway serves, for TypeScript code.
+///
+/// Servers connect in the background on the first call; `close()` ends every server process.
+#[napi(js_name = "DiscoveryEngine")]
+pub struct JsDiscoveryEngine {
+    engine: Engine,
+}
+
+#[napi]
+impl JsDiscoveryEngine {
+    /// Create an engine from a config object: `{ discovery: {...} }` or the `discovery` section
+    /// itself. Throws `CONFIGURATION_ERROR` naming the path of a bad field.
+    #[napi(constructor)]
+    pub fn new(
+        #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig }")] config: Value,
+        #[napi(ts_arg_type = "string | undefined")] origin: Option<String>,
+    ) -> Result<Self> {
+        let config = Config::from_value(config, origin.as_deref().unwrap_or("<object>")).map_err(|e| to_js(&e))?;
+        Ok(Self { engine: Engine::new(config) })
+    }
+
+    /// Every server with status and tool counts.
+    #[napi]
+    pub async fn list_servers(&self) -> Vec<ServerInfo> {
+        self.engine
+            .list_servers()
+            .await
+            .into_iter()
+            .map(|s| ServerInfo {
+                name: s.name,
+                description: s.description,
+                tool_count: count(s.tool_count),
+                enabled_count: count(s.enabled_count),
+                status: s.status,
+                error: s.error,
+            })
+            .collect()
+    }
+
+    /// Ranked tools for a query. An exact tool name always ranks first.
+    #[napi]
+    pub async fn search_tools(&self, query: String, options: Option<SearchOptions>) -> Result<SearchResponse> {
+        let options = options.unwrap_or(SearchOptions { server: None, limit: None, include_disabled: None });
+        let request = SearchRequest {
+            query,
+            server: options.server,
+            limit: options.limit.map(|l| l as usize),
+            include_disabled: options.include_disabled.unwrap_or(false),
+        };
+        let response = self.engine.search(&request).await.map_err(|e| to_js(&e))?;
+        Ok(SearchResponse {
+            results: response
+                .results
+                .into_iter()
+                .map(|r| SearchResult {
+                    server: r.server,
+                    tool: r.tool,
+                    summary: r.summary,
+                    relevance: r.relevance,
+                    tags: r.tags,
+                    enabled: r.enabled,
+                })
+                .collect(),
+            pending: response.pending.map(count),
+            hint: response.hint,
+        })
+    }
+
+    /// One server's tools (enabled only, unless `includeDisabled`).
+    #[napi]
+    pub async fn list_tools(&self, server: String, include_disabled: Option<bool>) -> Result<Vec<ToolSummary>> {
+        let tools = self
+            .engine
+            .list_tools(&server, include_disabled.unwrap_or(false))
+            .await
+            .map_err(|e| to_js(&e))?;
+        Ok(tools
+            .tools
+            .into_iter()
+            .map(|t| ToolSummary { name: t.name, summary: t.summary, enabled: t.enabled, tags: t.tags })
+            .collect())
+    }
+
+    /// Full description and input schema of one tool.
+    #[napi]
+    pub async fn get_tool_details(&self, server: String, tool: String) -> Result<ToolDetails> {
+        let d = self.engine.tool_details(&server, &tool).await.map_err(|e| to_js(&e))?;
+        Ok(ToolDetails {
+            server: d.server,
+            tool: d.tool,
+            description: d.description,
+            input_schema: d.input_schema,
+            tags: d.tags,
+            enabled: d.enabled,
+        })
+    }
+
+    /// Run a tool; resolves with the server's `CallToolResult` unchanged (check `isError`).
+    /// Throws `TOOL_DISABLED`, `TOOL_NOT_FOUND`, `TOOL_EXECUTION_TIMEOUT`, … for gateway errors.
+    #[napi(ts_return_type = "Promise<CallToolResult>")]
+    pub async fn execute_tool(
+        &self,
+        server: String,
+        tool: String,
+        #[napi(ts_arg_type = "Record<string, unknown> | undefined")] args: Option<Value>,
+        options: Option<ExecuteToolOptions>,
+    ) -> Result<Value> {
+        let options = ExecuteOptions { timeout_ms: options.and_then(|o| o.timeout_ms).map(u64::from), cancel: None };
+        let result = self.engine.execute(&server, &tool, args, options).await.map_err(|e| to_js(&e))?;
+        serde_json::to_value(result).map_err(|e| coded(ErrorCode::ToolExecutionError, e))
+    }
+
+    /// Reconnect every server, optionally with a new config.
+    #[napi]
+    pub async fn reload(
+        &self,
+        #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig } | undefined")] config: Option<Value>,
+    ) -> Result<()> {
+        let config = config.map(|c| Config::from_value(c, "<object>")).transpose().map_err(|e| to_js(&e))?;
+        self.engine.reload(config).await;
+        Ok(())
+    }
+
+    /// The config as given, with secret values (env, headers) replaced by `***`.
+    #[napi(ts_return_type = "{ discovery: DiscoveryConfig }")]
+    pub fn get_config(&self) -> Value {
+        self.engine.config()
+    }
+
+    /// Close every session and end every server process (whole process trees).
+    #[napi]
+    pub async fn close(&self) {
+        self.engine.close().await;
+    }
+}
+
+/// Whether `name` matches `patterns` with the toolRules semantics (glob, `/regex/flags`,
+/// `!negation`, in order). Throws `CONFIGURATION_ERROR` for an invalid pattern.
+#[napi]
+pub fn match_pattern(name: String, patterns: Vec<String>) -> Result<bool> {
+    crate::rules::match_pattern(&name, &patterns)
+        .map_err(|(index, e)| coded(ErrorCode::ConfigurationError, format!("patterns[{index}]: {e}")))
+}
+
+static SHUTDOWN: LazyLock<Notify> = LazyLock::new(Notify::new);
+
+/// Run the CLI (used by the npm bin). `argv` is `process.argv`; `config` a TS/JS config the
+/// bin evaluated, with the file it came from. Resolves with the exit code.
+#[napi]
+pub async fn run_cli(
+    argv: Vec<String>,
+    #[napi(ts_arg_type = "Record<string, unknown> | undefined")] config: Option<Value>,
+    config_path: Option<String>,
+) -> i32 {
+    // process.argv is [node, script, ...args]; clap wants [program, ...args].
+    let args: Vec<String> = argv.into_iter().skip(1).collect();
+    let config = config.map(|value| ConfigObject { value, origin: config_path.unwrap_or_else(|| "<object>".into()) });
+    cli::run(args, config, SHUTDOWN.notified()).await
+}
+
+/// Ask a running `runCli` to stop: close downstream servers and resolve with 0.
+#[napi]
+pub fn request_shutdown() {
+    // notify_one stores a permit, so a signal that arrives before the server waits is kept.
+    SHUTDOWN.notify_one();
+}

@@ -1,0 +1,12 @@
+//! Tool rules: which tools are enabled and which tags they carry (DESIGN §4, seed semantics).
+//!
+//! `pattern` owns the syntax of one pattern (glob, `/regex/flags`, `!negation`) and the
+//! in-order evaluation of a pattern list; `rule_set` owns rule order, server scoping,
+//! first-match-decides and whitelist mode. Both compile once at config load and are then
+//! matched many times.
+
+mod pattern;
+mod rule_set;
+
+pub use pattern::{match_pattern, Pattern, PatternError, PatternList};
+pub use rule_set::{Decision, Rule, RuleSet};

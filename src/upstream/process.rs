@@ -1,0 +1,48 @@
+//! Process groups: end a downstream server together with everything it spawned.
+//!
+//! Each server is spawned as the leader of a new process group (via `process-wrap`), so a
+//! launcher like `npx` and the `node` it starts share one group id. Closing stdin is the
+//! polite MCP way to stop a server; a server that ignores it, or leaves a grandchild behind,
+//! gets SIGTERM and then SIGKILL on the whole group.
+
+use std::time::Duration;
+
+/// The group of one spawned server (the leader's pid).
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessGroup {
+    #[cfg_attr(not(unix), expect(dead_code, reason = "process groups are a unix concept; windows uses job objects"))]
+    pgid: Option<u32>,
+}
+
+impl ProcessGroup {
+    pub fn new(pgid: Option<u32>) -> Self {
+        Self { pgid }
+    }
+
+    /// SIGTERM the group, wait up to `grace` for it to empty, then SIGKILL what is left.
+    pub async fn terminate(self, grace: Duration) {
+        #[cfg(unix)]
+        if let Some(pgid) = self.pgid.and_then(|p| i32::try_from(p).ok()) {
+            if !signal_group(pgid, libc::SIGTERM) {
+                return;
+            }
+            let deadline = tokio::time::Instant::now() + grace;
+            while tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                if !signal_group(pgid, 0) {
+                    return;
+                }
+            }
+            signal_group(pgid, libc::SIGKILL);
+        }
+        #[cfg(not(unix))]
+        let _ = grace;
+    }
+}
+
+/// Send `signal` to every process of group `pgid`; false when the group no longer exists.
+#[cfg(unix)]
+fn signal_group(pgid: i32, signal: i32) -> bool {
+    // SAFETY: killpg has no memory-safety preconditions; a stale pgid only yields ESRCH.
+    unsafe { libc::killpg(pgid, signal) == 0 }
+}
