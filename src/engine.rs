@@ -67,7 +67,10 @@ pub struct SearchResult {
     pub enabled: bool,
 }
 
-#[expect(clippy::trivially_copy_pass_by_ref, reason = "serde's skip_serializing_if passes a reference")]
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
 fn is_true(value: &bool) -> bool {
     *value
 }
@@ -145,7 +148,9 @@ impl Engine {
     /// An engine over `config`. Nothing connects until the first operation or [`Engine::start`].
     #[must_use]
     pub fn new(config: Config) -> Self {
-        Self { state: Arc::new(RwLock::new(Arc::new(State::new(config)))) }
+        Self {
+            state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
+        }
     }
 
     fn current(&self) -> Arc<State> {
@@ -162,7 +167,11 @@ impl Engine {
     /// The config as written, secrets redacted.
     #[must_use]
     pub fn config(&self) -> Value {
-        self.state.read().expect("engine state lock is never poisoned").config.redacted()
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .redacted()
     }
 
     /// Every server with its status and tool counts. Waits for servers still starting.
@@ -209,14 +218,20 @@ impl Engine {
         }
         let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
         if limit == 0 || limit > MAX_SEARCH_LIMIT {
-            return Err(Error::validation(format!("limit: must be between 1 and {MAX_SEARCH_LIMIT}")));
+            return Err(Error::validation(format!(
+                "limit: must be between 1 and {MAX_SEARCH_LIMIT}"
+            )));
         }
         let state = self.current();
         if let Some(server) = &request.server {
             state.server(server)?;
         }
         state.wait_all(SEARCH_WAIT).await;
-        let pending = state.pool.servers().filter(|s| matches!(s.status(), ServerStatus::Connecting | ServerStatus::Idle)).count();
+        let pending = state
+            .pool
+            .servers()
+            .filter(|s| matches!(s.status(), ServerStatus::Connecting | ServerStatus::Idle))
+            .count();
         let catalog = state.read_catalog();
         let hits = search::search(
             &catalog,
@@ -239,11 +254,17 @@ impl Engine {
             })
             .collect();
         let hint = match (results.is_empty(), pending) {
-            (_, n) if n > 0 => Some(format!("{n} server(s) still starting; search again shortly for their tools")),
+            (_, n) if n > 0 => Some(format!(
+                "{n} server(s) still starting; search again shortly for their tools"
+            )),
             (true, _) => Some("no tool matches; try other words, or list_tools for a server".to_owned()),
             _ => None,
         };
-        Ok(SearchResponse { results, pending: (pending > 0).then_some(pending), hint })
+        Ok(SearchResponse {
+            results,
+            pending: (pending > 0).then_some(pending),
+            hint,
+        })
     }
 
     /// The tools of one server.
@@ -301,13 +322,18 @@ impl Engine {
         let state = self.current();
         let entry = state.find_tool(server, tool).await?;
         if !entry.enabled {
-            return Err(Error::ToolDisabled { server: server.to_owned(), tool: tool.to_owned() });
+            return Err(Error::ToolDisabled {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            });
         }
         let arguments = match arguments {
             None | Some(Value::Null) => None,
             Some(Value::Object(map)) => Some(map),
             Some(other) => {
-                return Err(Error::validation(format!("arguments: expected an object, found {other}")));
+                return Err(Error::validation(format!(
+                    "arguments: expected an object, found {other}"
+                )));
             }
         };
         state.call(&entry, arguments, options).await
@@ -321,7 +347,10 @@ impl Engine {
             let config = config.unwrap_or_else(|| current.config.clone());
             Arc::new(State::new(config))
         };
-        let previous = std::mem::replace(&mut *self.state.write().expect("engine state lock is never poisoned"), next);
+        let previous = std::mem::replace(
+            &mut *self.state.write().expect("engine state lock is never poisoned"),
+            next,
+        );
         previous.pool.close().await;
         self.start();
     }
@@ -397,19 +426,30 @@ impl State {
             ServerStatus::Error(reason) => reason,
             _ => "still starting".to_owned(),
         };
-        Err(Error::ServerConnection { server: name.to_owned(), reason })
+        Err(Error::ServerConnection {
+            server: name.to_owned(),
+            reason,
+        })
     }
 
     async fn find_tool(&self, server: &str, tool: &str) -> Result<ToolEntry> {
         let tools = self.server_catalog(server).await?;
-        tools.into_iter().find(|t| t.name() == tool).ok_or_else(|| Error::ToolNotFound {
-            server: server.to_owned(),
-            tool: tool.to_owned(),
-            suggestions: search::suggest_tools(&self.read_catalog(), server, tool),
-        })
+        tools
+            .into_iter()
+            .find(|t| t.name() == tool)
+            .ok_or_else(|| Error::ToolNotFound {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                suggestions: search::suggest_tools(&self.read_catalog(), server, tool),
+            })
     }
 
-    async fn call(&self, entry: &ToolEntry, arguments: Option<JsonObject>, options: ExecuteOptions) -> Result<CallToolResult> {
+    async fn call(
+        &self,
+        entry: &ToolEntry,
+        arguments: Option<JsonObject>,
+        options: ExecuteOptions,
+    ) -> Result<CallToolResult> {
         let (server_name, tool_name) = (entry.server.as_str(), entry.name());
         let server = self.server(server_name)?;
         let connection = self.connect(server_name).await.ok_or_else(|| Error::ServerConnection {
@@ -454,6 +494,10 @@ fn config_dir(origin: &str) -> Option<PathBuf> {
         return None;
     }
     let path = std::path::Path::new(origin);
-    let absolute = if path.is_absolute() { path.to_path_buf() } else { std::env::current_dir().ok()?.join(path) };
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
     absolute.parent().map(std::path::Path::to_path_buf)
 }

@@ -22,7 +22,7 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
-    /// The SCREAMING_SNAKE name clients match on.
+    /// The `SCREAMING_SNAKE` name clients match on.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -59,10 +59,7 @@ pub enum Error {
     #[error("server `{server}` is not connected: {reason}")]
     ServerConnection { server: String, reason: String },
     #[error("no server named `{server}`")]
-    ServerNotFound {
-        server: String,
-        suggestions: Vec<String>,
-    },
+    ServerNotFound { server: String, suggestions: Vec<String> },
     #[error("server `{server}` has no tool named `{tool}`")]
     ToolNotFound {
         server: String,
@@ -93,11 +90,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Shorthand for a configuration error.
-    pub(crate) fn config(
-        origin: impl Into<String>,
-        path: impl Into<String>,
-        reason: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn config(origin: impl Into<String>, path: impl Into<String>, reason: impl Into<String>) -> Self {
         Self::Configuration {
             origin: origin.into(),
             path: path.into(),
@@ -131,9 +124,7 @@ impl Error {
     #[must_use]
     pub fn suggestions(&self) -> &[String] {
         match self {
-            Self::ServerNotFound { suggestions, .. } | Self::ToolNotFound { suggestions, .. } => {
-                suggestions
-            }
+            Self::ServerNotFound { suggestions, .. } | Self::ToolNotFound { suggestions, .. } => suggestions,
             _ => &[],
         }
     }
@@ -142,9 +133,7 @@ impl Error {
     #[must_use]
     pub fn subject(&self) -> (Option<&str>, Option<&str>) {
         match self {
-            Self::ServerConnection { server, .. } | Self::ServerNotFound { server, .. } => {
-                (Some(server), None)
-            }
+            Self::ServerConnection { server, .. } | Self::ServerNotFound { server, .. } => (Some(server), None),
             Self::ToolNotFound { server, tool, .. }
             | Self::ToolDisabled { server, tool }
             | Self::ToolExecution { server, tool, .. }
@@ -195,9 +184,6 @@ mod tests {
     fn configuration_error_names_origin_and_path() {
         let err = Error::config("a.json", "discovery.toolRules[2].pattern[0]", "bad glob");
         assert_eq!(err.code(), ErrorCode::ConfigurationError);
-        assert_eq!(
-            err.to_string(),
-            "a.json: discovery.toolRules[2].pattern[0]: bad glob"
-        );
+        assert_eq!(err.to_string(), "a.json: discovery.toolRules[2].pattern[0]: bad glob");
     }
 }

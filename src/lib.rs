@@ -32,7 +32,7 @@ pub mod shutdown;
 pub mod upstream;
 
 #[cfg(feature = "node")]
-mod node;
+pub mod node;
 
 pub use config::Config;
 pub use engine::Engine;

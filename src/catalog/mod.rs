@@ -98,7 +98,10 @@ pub fn summarize(description: &str) -> String {
         .char_indices()
         .find(|&(i, c)| {
             matches!(c, '.' | '!' | '?')
-                && collapsed[i + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace)
+                && collapsed[i + c.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
         })
         .map_or(collapsed.len(), |(i, c)| i + c.len_utf8());
     let first = &collapsed[..sentence_end];

@@ -21,7 +21,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "anygpt-discovery", version, about = "MCP gateway: five meta-tools in front of many MCP servers")]
+#[command(
+    name = "anygpt-discovery",
+    version,
+    about = "MCP gateway: five meta-tools in front of many MCP servers"
+)]
 struct Cli {
     /// Config file (JSON or YAML; TS/JS through the npm bin).
     #[arg(long, global = true, value_name = "FILE")]
@@ -78,14 +82,14 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> Resul
     if let Some(object) = object {
         return Config::from_value(object.value, &object.origin).map_err(|e| e.to_string());
     }
-    let named = flag.cloned().or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
-    match named.or_else(default_config_path) {
-        Some(path) => Config::from_file(&path).map_err(|e| e.to_string()),
-        None => {
-            tracing::warn!("no config found (--config, {CONFIG_ENV}, ./.anygpt/mcp-discovery.config.json); serving no servers");
-            Ok(Config::empty())
-        }
+    let named = flag
+        .cloned()
+        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
+    if let Some(path) = named.or_else(default_config_path) {
+        return Config::from_file(&path).map_err(|e| e.to_string());
     }
+    tracing::warn!("no config found (--config, {CONFIG_ENV}, ./.anygpt/mcp-discovery.config.json); serving no servers");
+    Ok(Config::empty())
 }
 
 fn init_logging(filter: Option<&str>) {

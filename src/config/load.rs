@@ -26,12 +26,17 @@ pub(super) fn from_file(path: &Path) -> Result<Config> {
         .to_ascii_lowercase();
     let value: Value = match extension.as_str() {
         "json" => serde_json::from_str(&text).map_err(|e| {
-            Error::config(&origin, format!("line {} column {}", e.line(), e.column()), e.to_string())
+            Error::config(
+                &origin,
+                format!("line {} column {}", e.line(), e.column()),
+                e.to_string(),
+            )
         })?,
         "yaml" | "yml" => serde_norway::from_str(&text).map_err(|e| {
-            let at = e
-                .location()
-                .map_or_else(|| "(document)".to_owned(), |l| format!("line {} column {}", l.line(), l.column()));
+            let at = e.location().map_or_else(
+                || "(document)".to_owned(),
+                |l| format!("line {} column {}", l.line(), l.column()),
+            );
             Error::config(&origin, at, e.to_string())
         })?,
         other => {
@@ -71,7 +76,10 @@ mod tests {
     fn write(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
-        std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
         (dir, path)
     }
 

@@ -206,9 +206,8 @@ impl Config {
                 ))
             }
         };
-        let document: Document = serde_path_to_error::deserialize(value).map_err(|e| {
-            Error::config(origin, e.path().to_string(), e.inner().to_string())
-        })?;
+        let document: Document = serde_path_to_error::deserialize(value)
+            .map_err(|e| Error::config(origin, e.path().to_string(), e.inner().to_string()))?;
         let rules = validate(&document.discovery, origin)?;
         Ok(Self {
             discovery: document.discovery,
@@ -329,7 +328,10 @@ fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (St
             ),
         ));
     }
-    for (field, value) in [("timeoutMs", server.timeout_ms), ("startupTimeoutMs", server.startup_timeout_ms)] {
+    for (field, value) in [
+        ("timeoutMs", server.timeout_ms),
+        ("startupTimeoutMs", server.startup_timeout_ms),
+    ] {
         if value == Some(0) {
             return Err((format!("{at}.{field}"), "must be greater than 0".into()));
         }
@@ -396,8 +398,11 @@ mod tests {
 
     #[test]
     fn disabled_discovery_has_no_servers() {
-        let config =
-            Config::from_value(json!({ "discovery": { "enabled": false, "servers": [server("a")] } }), "x").unwrap();
+        let config = Config::from_value(
+            json!({ "discovery": { "enabled": false, "servers": [server("a")] } }),
+            "x",
+        )
+        .unwrap();
         assert!(config.servers().is_empty());
     }
 
@@ -459,9 +464,13 @@ mod tests {
 
     #[test]
     fn redacted_hides_literal_secrets_but_keeps_references() {
-        let config = Config::from_value(json!({ "discovery": { "servers": [
+        let config = Config::from_value(
+            json!({ "discovery": { "servers": [
             { "name": "a", "connection": { "command": "x", "env": { "A": "ghp_literal", "B": "${TOKEN}" } } }
-        ] } }), "x").unwrap();
+        ] } }),
+            "x",
+        )
+        .unwrap();
         let shown = config.redacted().to_string();
         assert!(!shown.contains("ghp_literal"));
         assert!(shown.contains("${TOKEN}"));

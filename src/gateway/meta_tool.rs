@@ -78,7 +78,11 @@ impl MetaTool {
 fn parse_args<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ErrorData> {
     serde_path_to_error::deserialize(arguments).map_err(|e| {
         let path = e.path().to_string();
-        let at = if path == "." { String::new() } else { format!(" at `{path}`") };
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!(" at `{path}`")
+        };
         ErrorData::invalid_params(format!("invalid arguments for `{tool}`{at}: {}", e.inner()), None)
     })
 }

@@ -5,6 +5,9 @@
 //! signal handler installed from Rust would fight Node's own. Engine errors become JS errors
 //! whose `code` is the stable error code.
 
+// napi passes JS values in by value; the bindings borrow from them.
+#![expect(clippy::needless_pass_by_value, reason = "napi functions take owned JS values")]
+
 use std::sync::LazyLock;
 
 use napi::bindgen_prelude::*;
@@ -123,7 +126,9 @@ impl JsDiscoveryEngine {
         #[napi(ts_arg_type = "string | undefined")] origin: Option<String>,
     ) -> Result<Self> {
         let config = Config::from_value(config, origin.as_deref().unwrap_or("<object>")).map_err(|e| to_js(&e))?;
-        Ok(Self { engine: Engine::new(config) })
+        Ok(Self {
+            engine: Engine::new(config),
+        })
     }
 
     /// Every server with status and tool counts.
@@ -147,7 +152,11 @@ impl JsDiscoveryEngine {
     /// Ranked tools for a query. An exact tool name always ranks first.
     #[napi]
     pub async fn search_tools(&self, query: String, options: Option<SearchOptions>) -> Result<SearchResponse> {
-        let options = options.unwrap_or(SearchOptions { server: None, limit: None, include_disabled: None });
+        let options = options.unwrap_or(SearchOptions {
+            server: None,
+            limit: None,
+            include_disabled: None,
+        });
         let request = SearchRequest {
             query,
             server: options.server,
@@ -184,7 +193,12 @@ impl JsDiscoveryEngine {
         Ok(tools
             .tools
             .into_iter()
-            .map(|t| ToolSummary { name: t.name, summary: t.summary, enabled: t.enabled, tags: t.tags })
+            .map(|t| ToolSummary {
+                name: t.name,
+                summary: t.summary,
+                enabled: t.enabled,
+                tags: t.tags,
+            })
             .collect())
     }
 
@@ -212,8 +226,15 @@ impl JsDiscoveryEngine {
         #[napi(ts_arg_type = "Record<string, unknown> | undefined")] args: Option<Value>,
         options: Option<ExecuteToolOptions>,
     ) -> Result<Value> {
-        let options = ExecuteOptions { timeout_ms: options.and_then(|o| o.timeout_ms).map(u64::from), cancel: None };
-        let result = self.engine.execute(&server, &tool, args, options).await.map_err(|e| to_js(&e))?;
+        let options = ExecuteOptions {
+            timeout_ms: options.and_then(|o| o.timeout_ms).map(u64::from),
+            cancel: None,
+        };
+        let result = self
+            .engine
+            .execute(&server, &tool, args, options)
+            .await
+            .map_err(|e| to_js(&e))?;
         serde_json::to_value(result).map_err(|e| coded(ErrorCode::ToolExecutionError, e))
     }
 
@@ -223,13 +244,17 @@ impl JsDiscoveryEngine {
         &self,
         #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig } | undefined")] config: Option<Value>,
     ) -> Result<()> {
-        let config = config.map(|c| Config::from_value(c, "<object>")).transpose().map_err(|e| to_js(&e))?;
+        let config = config
+            .map(|c| Config::from_value(c, "<object>"))
+            .transpose()
+            .map_err(|e| to_js(&e))?;
         self.engine.reload(config).await;
         Ok(())
     }
 
     /// The config as given, with secret values (env, headers) replaced by `***`.
     #[napi(ts_return_type = "{ discovery: DiscoveryConfig }")]
+    #[must_use]
     pub fn get_config(&self) -> Value {
         self.engine.config()
     }
@@ -260,9 +285,13 @@ pub async fn run_cli(
     config_path: Option<String>,
 ) -> i32 {
     // process.argv is [node, script, ...args]; clap wants [program, ...args].
-    let args: Vec<String> = argv.into_iter().skip(1).collect();
-    let config = config.map(|value| ConfigObject { value, origin: config_path.unwrap_or_else(|| "<object>".into()) });
-    cli::run(args, config, SHUTDOWN.notified()).await
+    let program_and_args: Vec<String> = argv.into_iter().skip(1).collect();
+    let config = config.map(|value| ConfigObject {
+        value,
+        origin: config_path.unwrap_or_else(|| "<object>".into()),
+    });
+    // Boxed: the serve loop's future is large, and napi moves it onto its runtime.
+    Box::pin(cli::run(program_and_args, config, SHUTDOWN.notified())).await
 }
 
 /// Ask a running `runCli` to stop: close downstream servers and resolve with 0.

@@ -96,10 +96,7 @@ fn split_regex(text: &str) -> Option<(&str, &str)> {
     let rest = text.strip_prefix('/')?;
     let close = rest.rfind('/')?;
     let (expr, flags) = (&rest[..close], &rest[close + 1..]);
-    flags
-        .chars()
-        .all(|c| c.is_ascii_alphabetic())
-        .then_some((expr, flags))
+    flags.chars().all(|c| c.is_ascii_alphabetic()).then_some((expr, flags))
 }
 
 fn compile_regex(expr: &str, flags: &str) -> Result<Regex, String> {
@@ -117,7 +114,12 @@ fn compile_regex(expr: &str, flags: &str) -> Result<Regex, String> {
     builder.build().map_err(|e| {
         // The regex crate's message is multi-line with a caret diagram; keep its last line.
         let text = e.to_string();
-        text.lines().last().unwrap_or(&text).trim().trim_start_matches("error: ").to_owned()
+        text.lines()
+            .last()
+            .unwrap_or(&text)
+            .trim()
+            .trim_start_matches("error: ")
+            .to_owned()
     })
 }
 

@@ -118,7 +118,12 @@ mod tests {
 
     #[test]
     fn server_scoped_rule_ignores_other_servers() {
-        let set = RuleSet::new(vec![rule(Some("filesystem"), &["*delete*", "*remove*"], Some(false), &[])]);
+        let set = RuleSet::new(vec![rule(
+            Some("filesystem"),
+            &["*delete*", "*remove*"],
+            Some(false),
+            &[],
+        )]);
         assert!(!set.decide("filesystem", "delete_file").enabled);
         assert!(set.decide("github", "delete_repo").enabled);
     }

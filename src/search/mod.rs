@@ -72,7 +72,7 @@ pub fn is_exact_name(entry: &ToolEntry, text: &str) -> bool {
     })
 }
 
-/// Lowercase word tokens; snake_case, kebab-case, dots and camelCase split.
+/// Lowercase word tokens; `snake_case`, `kebab-case`, dots and `camelCase` split.
 #[must_use]
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut tokens = Vec::new();
@@ -160,14 +160,22 @@ mod tests {
         );
         catalog.set_server_tools(
             "filesystem",
-            vec![tool("read_text_file", "Read the complete contents of a file as text"), tool("write_file", "Create a new file")],
+            vec![
+                tool("read_text_file", "Read the complete contents of a file as text"),
+                tool("write_file", "Create a new file"),
+            ],
             &rules,
         );
         catalog
     }
 
     fn query(text: &str) -> Query<'_> {
-        Query { text, server: None, limit: 10, include_disabled: false }
+        Query {
+            text,
+            server: None,
+            limit: 10,
+            include_disabled: false,
+        }
     }
 
     fn ids(hits: &[Hit<'_>]) -> Vec<String> {
@@ -195,7 +203,10 @@ mod tests {
     #[test]
     fn same_query_same_order() {
         let catalog = catalog();
-        assert_eq!(ids(&search(&catalog, &query("file"))), ids(&search(&catalog, &query("file"))));
+        assert_eq!(
+            ids(&search(&catalog, &query("file"))),
+            ids(&search(&catalog, &query("file")))
+        );
     }
 
     #[test]

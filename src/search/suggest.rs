@@ -45,17 +45,34 @@ fn rank<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, String)>) -
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
-    scored.into_iter().take(MAX_SUGGESTIONS).map(|(_, label)| label).collect()
+    scored
+        .into_iter()
+        .take(MAX_SUGGESTIONS)
+        .map(|(_, label)| label)
+        .collect()
 }
 
 /// Tools whose names are close to `tool`, as `server:tool`; those of `server` come first.
 #[must_use]
 pub fn suggest_tools(catalog: &Catalog, server: &str, tool: &str) -> Vec<String> {
-    let own = rank(tool, catalog.server_tools(server).unwrap_or_default().iter().map(|e| (e.name(), e.id())));
+    let own = rank(
+        tool,
+        catalog
+            .server_tools(server)
+            .unwrap_or_default()
+            .iter()
+            .map(|e| (e.name(), e.id())),
+    );
     if own.len() >= MAX_SUGGESTIONS {
         return own;
     }
-    let others = rank(tool, catalog.tools().filter(|e| e.server != server).map(|e| (e.name(), e.id())));
+    let others = rank(
+        tool,
+        catalog
+            .tools()
+            .filter(|e| e.server != server)
+            .map(|e| (e.name(), e.id())),
+    );
     own.into_iter().chain(others).take(MAX_SUGGESTIONS).collect()
 }
 
@@ -76,9 +93,16 @@ mod tests {
         let schema = Arc::new(serde_json::Map::new());
         let mut catalog = Catalog::default();
         let tools = |names: &[&str]| {
-            names.iter().map(|n| Tool::new((*n).to_owned(), "", schema.clone())).collect::<Vec<_>>()
+            names
+                .iter()
+                .map(|n| Tool::new((*n).to_owned(), "", schema.clone()))
+                .collect::<Vec<_>>()
         };
-        catalog.set_server_tools("github", tools(&["create_issue", "list_issues", "get_repo"]), &RuleSet::default());
+        catalog.set_server_tools(
+            "github",
+            tools(&["create_issue", "list_issues", "get_repo"]),
+            &RuleSet::default(),
+        );
         catalog.set_server_tools("jira", tools(&["create_ticket"]), &RuleSet::default());
         catalog
     }

@@ -42,7 +42,10 @@ struct StderrTail(Arc<Mutex<VecDeque<String>>>);
 
 impl StderrTail {
     fn push(&self, line: String) {
-        let mut lines = self.0.lock().expect("stderr tail lock is never poisoned: no panics while held");
+        let mut lines = self
+            .0
+            .lock()
+            .expect("stderr tail lock is never poisoned: no panics while held");
         if lines.len() == STDERR_TAIL_LINES {
             lines.pop_front();
         }
@@ -51,7 +54,10 @@ impl StderrTail {
 
     /// Explain `reason` with the server's last stderr line, when it wrote one.
     fn explain(&self, reason: &str) -> String {
-        let lines = self.0.lock().expect("stderr tail lock is never poisoned: no panics while held");
+        let lines = self
+            .0
+            .lock()
+            .expect("stderr tail lock is never poisoned: no panics while held");
         match lines.iter().rev().find(|l| !l.trim().is_empty()) {
             Some(last) => format!("{reason} (stderr: {})", last.trim()),
             None => reason.to_owned(),
@@ -78,7 +84,9 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("group", &self.group).finish_non_exhaustive()
+        f.debug_struct("Connection")
+            .field("group", &self.group)
+            .finish_non_exhaustive()
     }
 }
 
@@ -128,9 +136,19 @@ impl Connection {
             () = shutdown.cancelled() => Ok(Err("the gateway is shutting down".to_owned())),
         };
         let result = match outcome {
-            Ok(Ok((service, tools))) => Ok((Self { service, group, stderr: tail.clone() }, tools)),
+            Ok(Ok((service, tools))) => Ok((
+                Self {
+                    service,
+                    group,
+                    stderr: tail.clone(),
+                },
+                tools,
+            )),
             Ok(Err(reason)) => Err(reason),
-            Err(_) => Err(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis())),
+            Err(_) => Err(format!(
+                "did not answer initialize and tools/list within {} ms",
+                timeout.as_millis()
+            )),
         };
         if result.is_err() {
             group.terminate(TERM_GRACE).await;
@@ -156,9 +174,9 @@ impl Connection {
             Err(_) => Err(CallFailure::Timeout),
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(e.message.into_owned())),
-            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                Err(CallFailure::Closed(self.stderr.explain("the server closed the connection")))
-            }
+            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => Err(CallFailure::Closed(
+                self.stderr.explain("the server closed the connection"),
+            )),
             Ok(Err(other)) => Err(CallFailure::Server(other.to_string())),
         }
     }

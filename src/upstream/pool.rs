@@ -78,7 +78,12 @@ impl Pool {
                 })
             })
             .collect();
-        Self { servers, base_dir, permits: Arc::new(Semaphore::new(CONNECT_CONCURRENCY)), shutdown: CancellationToken::new() }
+        Self {
+            servers,
+            base_dir,
+            permits: Arc::new(Semaphore::new(CONNECT_CONCURRENCY)),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     pub fn servers(&self) -> impl Iterator<Item = &Arc<Server>> {
@@ -110,7 +115,11 @@ impl Pool {
         if self.shutdown.is_cancelled() {
             return Err("the gateway is shutting down".into());
         }
-        let _permit = self.permits.acquire().await.expect("the pool never closes its semaphore");
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .expect("the pool never closes its semaphore");
         match Connection::open(&server.spec, self.base_dir.as_deref(), &self.shutdown).await {
             Ok((connection, tools)) => {
                 tracing::info!(server = %server.spec.name, tools = tools.len(), "connected");
@@ -165,7 +174,7 @@ impl Pool {
     }
 }
 
-/// Run futures concurrently to completion (tokio has no join_all of its own).
+/// Run futures concurrently to completion (tokio has no `join_all` of its own).
 async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(futures: Vec<F>) {
     let mut set = tokio::task::JoinSet::new();
     for future in futures {

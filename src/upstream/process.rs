@@ -10,7 +10,10 @@ use std::time::Duration;
 /// The group of one spawned server (the leader's pid).
 #[derive(Debug, Clone, Copy)]
 pub struct ProcessGroup {
-    #[cfg_attr(not(unix), expect(dead_code, reason = "process groups are a unix concept; windows uses job objects"))]
+    #[cfg_attr(
+        not(unix),
+        expect(dead_code, reason = "process groups are a unix concept; windows uses job objects")
+    )]
     pgid: Option<u32>,
 }
 
@@ -42,6 +45,7 @@ impl ProcessGroup {
 
 /// Send `signal` to every process of group `pgid`; false when the group no longer exists.
 #[cfg(unix)]
+#[expect(unsafe_code, reason = "killpg is the only way to signal a whole process group")]
 fn signal_group(pgid: i32, signal: i32) -> bool {
     // SAFETY: killpg has no memory-safety preconditions; a stale pgid only yields ESRCH.
     unsafe { libc::killpg(pgid, signal) == 0 }

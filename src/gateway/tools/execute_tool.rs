@@ -37,7 +37,10 @@ pub struct ExecuteTool {
 
 impl ExecuteTool {
     pub async fn apply(self, engine: &Engine, cancel: CancellationToken) -> Result<CallToolResult> {
-        let options = ExecuteOptions { timeout_ms: None, cancel: Some(cancel) };
+        let options = ExecuteOptions {
+            timeout_ms: None,
+            cancel: Some(cancel),
+        };
         engine.execute(&self.server, &self.tool, self.arguments, options).await
     }
 }

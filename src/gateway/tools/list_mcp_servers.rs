@@ -27,6 +27,8 @@ pub struct Output {
 
 impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
-        Output { servers: engine.list_servers().await }
+        Output {
+            servers: engine.list_servers().await,
+        }
     }
 }

@@ -38,7 +38,12 @@ pub struct SearchTools {
 impl SearchTools {
     pub async fn apply(self, engine: &Engine) -> Result<SearchResponse> {
         engine
-            .search(&SearchRequest { query: self.query, server: self.server, limit: self.limit, include_disabled: false })
+            .search(&SearchRequest {
+                query: self.query,
+                server: self.server,
+                limit: self.limit,
+                include_disabled: false,
+            })
             .await
     }
 }

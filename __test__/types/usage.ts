@@ -1,0 +1,29 @@
+// Compiled with `tsc --noEmit` by `npm test`: keeps index.d.ts honest for TypeScript users.
+import { DiscoveryEngine, matchPattern } from '../../index.js'
+import type { CallToolResult, DiscoveryConfig, DiscoveryError, SearchResponse, ServerInfo, ToolDetails } from '../../index.js'
+
+const config: DiscoveryConfig = {
+  servers: [{ name: 'everything', connection: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] }, timeoutMs: 5000 }],
+  toolRules: [{ pattern: ['*delete*'], enabled: false, tags: ['dangerous'] }, { server: 'everything', pattern: '/echo/i' }],
+}
+
+export async function usage(): Promise<void> {
+  const engine = new DiscoveryEngine({ discovery: config })
+  const servers: ServerInfo[] = await engine.listServers()
+  const found: SearchResponse = await engine.searchTools('echo', { limit: 5, server: servers[0]?.name })
+  const details: ToolDetails = await engine.getToolDetails(found.results[0]!.server, found.results[0]!.tool)
+  const schema: Record<string, unknown> = details.inputSchema
+  const result: CallToolResult = await engine.executeTool('everything', 'echo', { message: 'hi' }, { timeoutMs: 1000 })
+  const text: string | undefined = result.content[0]?.type === 'text' ? result.content[0].text : undefined
+  const matched: boolean = matchPattern('github_issue', ['*github*'])
+  await engine.reload(config)
+  const shown: DiscoveryConfig = engine.getConfig().discovery
+  try {
+    await engine.listTools('nope', true)
+  } catch (error) {
+    const code: DiscoveryError['code'] = (error as DiscoveryError).code
+    void code
+  }
+  await engine.close()
+  void [schema, text, matched, shown]
+}

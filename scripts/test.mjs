@@ -1,0 +1,20 @@
+#!/usr/bin/env node
+// `npm test`: everything CI runs, in order. Builds the debug addon and binary for the host
+// triple, then the Rust tests for the same triple (so nothing compiles twice), the node
+// tests, and the type check of index.d.ts.
+import { execFileSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { hostTriple } from './host.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const target = process.env.CARGO_BUILD_TARGET || hostTriple();
+const run = (cmd, args) => {
+  process.stderr.write(`\n$ ${cmd} ${args.join(' ')}\n`);
+  execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
+};
+
+run(process.execPath, ['scripts/build.mjs']);
+run('cargo', ['test', '--target', target]);
+run(process.execPath, ['--test', '--test-reporter=spec', '__test__/']);
+run(process.execPath, ['node_modules/typescript/bin/tsc', '-p', '__test__/types']);
