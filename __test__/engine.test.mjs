@@ -6,6 +6,10 @@ import { after, before, describe, test } from 'node:test';
 import { DiscoveryEngine, matchPattern } from '../index.js';
 import { alive, demoConfig, demoFiles, descendants, referenceServer, serverPaths, tempDir, waitFor } from './helpers.mjs';
 
+// The engine runs in this process: keep its snapshots and audit log out of the user's folders.
+process.env.ANYGPT_DISCOVERY_CACHE_DIR = tempDir('anygpt-discovery-cache-');
+process.env.ANYGPT_DISCOVERY_STATE_DIR = tempDir('anygpt-discovery-state-');
+
 const demo = JSON.parse(readFileSync(demoConfig, 'utf8'));
 
 describe('DiscoveryEngine on the demo servers', () => {
@@ -122,7 +126,11 @@ describe('DiscoveryEngine config', () => {
   });
 
   test('close ends every server process', async () => {
-    const engine = new DiscoveryEngine({ servers: [referenceServer('filesystem', [tempDir()]), referenceServer('memory')] });
+    // No snapshot: both servers must start now (an earlier test left a snapshot of `memory`).
+    const engine = new DiscoveryEngine({
+      cache: { enabled: false },
+      servers: [referenceServer('filesystem', [tempDir()]), referenceServer('memory')],
+    });
     const before = new Set(descendants(process.pid));
     await engine.listServers();
     const started = descendants(process.pid).filter((pid) => !before.has(pid));

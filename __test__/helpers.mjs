@@ -19,6 +19,19 @@ export const serverPaths = {
   memory: join(root, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js'),
 };
 
+/**
+ * Environment for one gateway: its own cache (catalog snapshots) and state (audit log)
+ * folders, so tests never see each other's snapshots or the user's.
+ */
+export function isolatedEnv(env = {}) {
+  return {
+    ...process.env,
+    ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-'),
+    ANYGPT_DISCOVERY_STATE_DIR: tempDir('anygpt-discovery-state-'),
+    ...env,
+  };
+}
+
 /** A fresh temporary folder. */
 export function tempDir(prefix = 'anygpt-discovery-test-') {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -44,7 +57,7 @@ export async function connect(command, args, env = {}) {
   const transport = new StdioClientTransport({
     command,
     args,
-    env: { ...process.env, ...env },
+    env: isolatedEnv(env),
     stderr: 'pipe',
   });
   let stderr = '';
@@ -152,7 +165,7 @@ class ChildTransport {
  */
 export async function spawnGateway(args, { command = process.execPath, env = {} } = {}) {
   const child = spawn(command, command === process.execPath ? [bin, ...args] : args, {
-    env: { ...process.env, ...env },
+    env: isolatedEnv(env),
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stderr = '';

@@ -20,12 +20,14 @@
 //! Data flows one way: config → catalog → search; the engine owns catalog and upstream;
 //! gateway, cli and node only call the engine.
 
+pub mod audit;
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod gateway;
+pub mod paths;
 pub mod rules;
 pub mod search;
 pub mod shutdown;

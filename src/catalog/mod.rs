@@ -2,7 +2,10 @@
 //!
 //! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema untouched, so
 //! `get_tool_details` returns it as the server gave it) plus what the rules decided. The
-//! catalog is replaced per server when that server's tool list arrives.
+//! catalog is replaced per server when that server's tool list arrives; per-tool content
+//! hashes say what changed. `snapshot` keeps tool lists on disk between runs.
+
+pub mod snapshot;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,6 +25,8 @@ pub struct ToolEntry {
     pub summary: String,
     pub enabled: bool,
     pub tags: Vec<String>,
+    /// Hash of the tool as the server reported it (name, description, schemas, annotations).
+    pub content_hash: u64,
 }
 
 impl ToolEntry {
@@ -49,13 +54,15 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Replace `server`'s tools, applying `rules`.
-    pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) {
-        let entries = tools
+    /// Replace `server`'s tools, applying `rules`; says which tools were added, updated or
+    /// removed compared with the previous list.
+    pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
+        let entries: Vec<ToolEntry> = tools
             .into_iter()
             .map(|tool| {
                 let decision = rules.decide(server, &tool.name);
                 ToolEntry {
+                    content_hash: content_hash(&tool),
                     server: server.to_owned(),
                     summary: summarize(tool.description.as_deref().unwrap_or_default()),
                     tool: Arc::new(tool),
@@ -64,7 +71,9 @@ impl Catalog {
                 }
             })
             .collect();
+        let changes = ToolChanges::between(self.server_tools(server).unwrap_or_default(), &entries);
         self.servers.insert(server.to_owned(), entries);
+        changes
     }
 
     /// Forget `server`'s tools.
@@ -88,6 +97,45 @@ impl Catalog {
     pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
         self.servers.values().flatten()
     }
+}
+
+/// Names of the tools that changed in one update of a server's list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolChanges {
+    pub added: Vec<String>,
+    pub updated: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl ToolChanges {
+    fn between(old: &[ToolEntry], new: &[ToolEntry]) -> Self {
+        let find = |list: &[ToolEntry], name: &str| list.iter().find(|t| t.name() == name).map(|t| t.content_hash);
+        let mut changes = Self::default();
+        for entry in new {
+            match find(old, entry.name()) {
+                None => changes.added.push(entry.name().to_owned()),
+                Some(hash) if hash != entry.content_hash => changes.updated.push(entry.name().to_owned()),
+                Some(_) => {}
+            }
+        }
+        changes.removed = old
+            .iter()
+            .filter(|t| find(new, t.name()).is_none())
+            .map(|t| t.name().to_owned())
+            .collect();
+        changes
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.updated.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// Hash of everything a server says about a tool.
+fn content_hash(tool: &Tool) -> u64 {
+    let bytes = serde_json::to_vec(tool).expect("a tool serializes: it was deserialized from JSON");
+    snapshot::fnv1a(&bytes)
 }
 
 /// First sentence of a description, whitespace collapsed, at most [`SUMMARY_MAX_CHARS`].
@@ -120,6 +168,34 @@ pub fn summarize(description: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn tool(name: &str, description: &str) -> Tool {
+        Tool::new(
+            name.to_owned(),
+            description.to_owned(),
+            Arc::new(serde_json::Map::new()),
+        )
+    }
+
+    #[test]
+    fn changes_name_added_updated_and_removed_tools() {
+        let rules = RuleSet::default();
+        let mut catalog = Catalog::default();
+        let first = catalog.set_server_tools("s", vec![tool("a", "x"), tool("b", "x")], &rules);
+        assert_eq!(first.added, ["a", "b"]);
+        let second = catalog.set_server_tools("s", vec![tool("a", "x"), tool("b", "changed"), tool("c", "x")], &rules);
+        assert_eq!(
+            second,
+            ToolChanges {
+                added: vec!["c".into()],
+                updated: vec!["b".into()],
+                removed: vec![]
+            }
+        );
+        let third = catalog.set_server_tools("s", vec![tool("c", "x")], &rules);
+        assert_eq!(third.removed, ["a", "b"]);
+        assert!(catalog.set_server_tools("s", vec![tool("c", "x")], &rules).is_empty());
+    }
 
     #[test]
     fn summary_is_the_first_sentence() {

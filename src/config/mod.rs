@@ -23,6 +23,12 @@ pub use load::{default_config_path, CONFIG_ENV};
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
 /// Default time a server gets to start and answer `initialize` + `tools/list`.
 pub const DEFAULT_STARTUP_TIMEOUT_MS: u64 = 30_000;
+/// Default time an unused session stays open (DESIGN §6: 5 minutes).
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// Default cap on one tool result: about 250k tokens of text, more than any model reads at once.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// Default size at which the audit log is rotated.
+pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 * 1024 * 1024;
 
 /// The `discovery` section as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,6 +46,14 @@ pub struct DiscoverySection {
     pub sources: Vec<Value>,
     #[serde(default)]
     pub tool_rules: Vec<ToolRuleSpec>,
+    /// Default for every server's `idleTimeoutMs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// Larger tool results are cut, with a marker saying so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_result_bytes: Option<usize>,
+    #[serde(default)]
+    pub audit: AuditSpec,
 }
 
 impl Default for DiscoverySection {
@@ -50,8 +64,50 @@ impl Default for DiscoverySection {
             servers: Vec::new(),
             sources: Vec::new(),
             tool_rules: Vec::new(),
+            idle_timeout_ms: None,
+            max_result_bytes: None,
+            audit: AuditSpec::default(),
         }
     }
+}
+
+impl DiscoverySection {
+    #[must_use]
+    pub fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES)
+    }
+}
+
+/// `discovery.audit`: the JSON Lines log of every `execute_tool`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditSpec {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Defaults to `audit.jsonl` in the platform state directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// Log argument values too (off: only their keys, since values may hold secrets).
+    #[serde(default)]
+    pub include_arguments: bool,
+    /// Rotate (to `.1`) when the file grows past this.
+    #[serde(default = "default_audit_max_bytes")]
+    pub max_bytes: u64,
+}
+
+impl Default for AuditSpec {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: None,
+            include_arguments: false,
+            max_bytes: DEFAULT_AUDIT_MAX_BYTES,
+        }
+    }
+}
+
+fn default_audit_max_bytes() -> u64 {
+    DEFAULT_AUDIT_MAX_BYTES
 }
 
 fn yes() -> bool {
@@ -96,6 +152,9 @@ pub struct ServerSpec {
     /// How long the server gets to start and list its tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_timeout_ms: Option<u64>,
+    /// How long an unused session stays open; the next call reconnects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
 }
 
 impl ServerSpec {
@@ -107,6 +166,14 @@ impl ServerSpec {
     #[must_use]
     pub fn startup_timeout_ms(&self) -> u64 {
         self.startup_timeout_ms.unwrap_or(DEFAULT_STARTUP_TIMEOUT_MS)
+    }
+
+    /// This server's idle timeout, else the section's, else the default.
+    #[must_use]
+    pub fn idle_timeout_ms(&self, section_default: Option<u64>) -> u64 {
+        self.idle_timeout_ms
+            .or(section_default)
+            .unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
     }
 }
 
@@ -331,6 +398,7 @@ fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (St
     for (field, value) in [
         ("timeoutMs", server.timeout_ms),
         ("startupTimeoutMs", server.startup_timeout_ms),
+        ("idleTimeoutMs", server.idle_timeout_ms),
     ] {
         if value == Some(0) {
             return Err((format!("{at}.{field}"), "must be greater than 0".into()));

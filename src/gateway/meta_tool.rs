@@ -3,11 +3,12 @@
 use std::sync::{Arc, LazyLock};
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use rmcp::service::RequestContext;
 use rmcp::ErrorData;
+use rmcp::RoleServer;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use super::tools::{execute_tool, get_tool_details, list_mcp_servers, list_tools, search_tools};
 use crate::engine::Engine;
@@ -62,13 +63,13 @@ impl MetaTool {
     }
 
     /// Run against the engine. Engine errors become `isError` results.
-    pub async fn apply(self, engine: &Engine, cancel: CancellationToken) -> CallToolResult {
+    pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> CallToolResult {
         let outcome = match self {
             Self::ListServers(call) => Ok(json_result(&call.apply(engine).await)),
             Self::Search(call) => call.apply(engine).await.map(|r| json_result(&r)),
             Self::ListTools(call) => call.apply(engine).await.map(|r| json_result(&r)),
             Self::Details(call) => call.apply(engine).await.map(|r| json_result(&r)),
-            Self::Execute(call) => call.apply(engine, cancel).await,
+            Self::Execute(call) => call.apply(engine, context).await,
         };
         outcome.unwrap_or_else(|error| error_result(&error))
     }

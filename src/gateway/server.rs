@@ -49,7 +49,7 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let call = MetaTool::parse(&request.name, request.arguments)?;
-        Ok(call.apply(&self.engine, context.ct).await.into())
+        Ok(call.apply(&self.engine, &context).await.into())
     }
 }
 

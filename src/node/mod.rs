@@ -229,6 +229,7 @@ impl JsDiscoveryEngine {
         let options = ExecuteOptions {
             timeout_ms: options.and_then(|o| o.timeout_ms).map(u64::from),
             cancel: None,
+            progress: None,
         };
         let result = self
             .engine

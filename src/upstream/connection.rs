@@ -1,31 +1,64 @@
-//! One rmcp client session with one downstream server.
+//! One rmcp client session with one downstream server process.
+//!
+//! The process is spawned here rather than by rmcp's `TokioChildProcess` so that the gateway
+//! owns what matters for dependability: the process group (to end grandchildren), the exit
+//! status, the stderr tail and a tap on stdout (see `diagnostics`). Progress notifications
+//! from the server are routed to the call that asked for them; `tools/list_changed` is
+//! reported to the pool's owner as an event.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use process_wrap::tokio::{CommandWrap, ProcessGroup as GroupWrap};
-use rmcp::model::{CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool};
-use rmcp::service::{RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
+use process_wrap::tokio::{CommandWrap, KillOnDrop};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, NumberOrString,
+    ProgressNotificationParam, ProgressToken, RequestMetaObject, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
 use super::process::ProcessGroup;
 use crate::config::{expand, ServerSpec, TransportKind};
 
-/// Lines of a server's stderr kept to explain a failure.
-const STDERR_TAIL_LINES: usize = 8;
 /// How long closing stdin may take before the group is signalled.
-const CLOSE_GRACE: Duration = Duration::from_millis(500);
+const CLOSE_GRACE: Duration = Duration::from_millis(300);
 /// How long SIGTERM may take before SIGKILL.
 pub(super) const TERM_GRACE: Duration = Duration::from_millis(700);
 
+/// One progress report of a downstream call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a call's progress goes (the gateway forwards it to the client).
+pub type ProgressSink = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
+
+/// Something a server told us outside a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamEvent {
+    /// `notifications/tools/list_changed`.
+    ToolsChanged { server: String },
+}
+
+/// Progress tokens of calls in flight on one session.
+type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
+
 /// The client side we present to downstream servers.
-#[derive(Debug, Clone)]
-pub struct UpstreamClient;
+#[derive(Clone)]
+pub struct UpstreamClient {
+    server: String,
+    progress: ProgressRoutes,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+}
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
@@ -34,42 +67,37 @@ impl ClientHandler for UpstreamClient {
             Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")),
         )
     }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let sink = lock(&self.progress).get(&params.progress_token).cloned();
+        if let Some(sink) = sink {
+            sink(ProgressUpdate {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(server = %self.server, "tools/list_changed");
+        let _ = self.events.send(UpstreamEvent::ToolsChanged {
+            server: self.server.clone(),
+        });
+    }
 }
 
-/// The last lines a server wrote to stderr, for error reasons.
-#[derive(Debug, Clone, Default)]
-struct StderrTail(Arc<Mutex<VecDeque<String>>>);
-
-impl StderrTail {
-    fn push(&self, line: String) {
-        let mut lines = self
-            .0
-            .lock()
-            .expect("stderr tail lock is never poisoned: no panics while held");
-        if lines.len() == STDERR_TAIL_LINES {
-            lines.pop_front();
-        }
-        lines.push_back(line);
-    }
-
-    /// Explain `reason` with the server's last stderr line, when it wrote one.
-    fn explain(&self, reason: &str) -> String {
-        let lines = self
-            .0
-            .lock()
-            .expect("stderr tail lock is never poisoned: no panics while held");
-        match lines.iter().rev().find(|l| !l.trim().is_empty()) {
-            Some(last) => format!("{reason} (stderr: {})", last.trim()),
-            None => reason.to_owned(),
-        }
-    }
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .expect("progress routes lock is never poisoned: no panics while held")
 }
 
 /// Why a call failed, as the engine needs to tell it apart.
 #[derive(Debug)]
 pub enum CallFailure {
     Timeout,
-    /// The session is gone (crash, exit); the next call should reconnect.
+    /// The session is gone (crash, exit); the reason says what the process did.
     Closed(String),
     /// The server answered with an error.
     Server(String),
@@ -79,7 +107,10 @@ pub enum CallFailure {
 pub struct Connection {
     service: RunningService<RoleClient, UpstreamClient>,
     group: ProcessGroup,
-    stderr: StderrTail,
+    diagnostics: Diagnostics,
+    progress: ProgressRoutes,
+    /// Set once `close` ran, so `Drop` knows the processes are already ended.
+    closed: AtomicBool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -100,27 +131,44 @@ impl Connection {
         spec: &ServerSpec,
         base_dir: Option<&Path>,
         shutdown: &CancellationToken,
+        events: mpsc::UnboundedSender<UpstreamEvent>,
     ) -> Result<(Self, Vec<Tool>), String> {
         if spec.connection.kind == TransportKind::Http {
             return Err("http connections are not supported by this version yet; use a stdio command".into());
         }
-        let command = build_command(spec, base_dir)?;
         let program = spec.connection.command.clone().unwrap_or_default();
-        let (transport, stderr) = TokioChildProcess::builder(command)
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
-                _ => format!("cannot start `{program}`: {e}"),
-            })?;
-        let group = ProcessGroup::new(transport.id());
-        let tail = StderrTail::default();
-        if let Some(stderr) = stderr {
-            tokio::spawn(forward_stderr(spec.name.clone(), stderr, tail.clone()));
-        }
+        let mut child = build_command(spec, base_dir)?.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
+            _ => format!("cannot start `{program}`: {e}"),
+        })?;
+        let group = ProcessGroup::new(child.id());
+        let diagnostics = Diagnostics::default();
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin().take(), child.stdout().take(), child.stderr().take())
+        else {
+            unreachable!("all three standard streams are piped in build_command")
+        };
+        tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
+        let exit_diagnostics = diagnostics.clone();
+        tokio::spawn(async move {
+            // Owning the child here reaps it (no zombies) and records how it ended.
+            let how = match child.wait().await {
+                Ok(status) => format!("exited with {status}"),
+                Err(error) => format!("could not be waited for: {error}"),
+            };
+            exit_diagnostics.set_exit(how);
+        });
+
+        let progress = ProgressRoutes::default();
+        let client = UpstreamClient {
+            server: spec.name.clone(),
+            progress: progress.clone(),
+            events,
+        };
+        let transport = (StdoutTap::new(stdout, diagnostics.clone()), stdin);
         let timeout = Duration::from_millis(spec.startup_timeout_ms());
         let handshake = async {
-            let service = UpstreamClient
+            let service = client
                 .serve(transport)
                 .await
                 .map_err(|e| format!("handshake failed: {e}"))?;
@@ -135,50 +183,75 @@ impl Connection {
             outcome = tokio::time::timeout(timeout, handshake) => outcome,
             () = shutdown.cancelled() => Ok(Err("the gateway is shutting down".to_owned())),
         };
-        let result = match outcome {
-            Ok(Ok((service, tools))) => Ok((
-                Self {
+        let failure = match outcome {
+            Ok(Ok((service, tools))) => {
+                let connection = Self {
                     service,
                     group,
-                    stderr: tail.clone(),
-                },
-                tools,
-            )),
-            Ok(Err(reason)) => Err(reason),
-            Err(_) => Err(format!(
+                    diagnostics,
+                    progress,
+                    closed: AtomicBool::new(false),
+                };
+                return Ok((connection, tools));
+            }
+            Ok(Err(reason)) => reason,
+            Err(_) => format!(
                 "did not answer initialize and tools/list within {} ms",
                 timeout.as_millis()
-            )),
+            ),
         };
-        if result.is_err() {
-            group.terminate(TERM_GRACE).await;
-            // Give the stderr forwarder a moment to record the server's last words.
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        result.map_err(|reason| tail.explain(&reason))
+        group.terminate(TERM_GRACE).await;
+        // Let the stderr reader and the waiter record the process's last words and exit.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        Err(diagnostics.explain(&failure))
     }
 
     /// Whether the session has ended (the server exited or closed stdout).
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.service.is_transport_closed()
+        self.service.is_transport_closed() || self.diagnostics.exited()
     }
 
-    /// Call a tool with a timeout. Dropping the returned future cancels the call downstream
-    /// (rmcp sends `notifications/cancelled`).
+    /// Call a tool with a timeout, routing its progress to `progress`. Dropping the returned
+    /// future cancels the call downstream (rmcp sends `notifications/cancelled`).
     ///
     /// # Errors
     /// Timeout, closed session, or the server's own error.
-    pub async fn call(&self, params: CallToolRequestParams, timeout: Duration) -> Result<CallToolResult, CallFailure> {
+    pub async fn call(
+        &self,
+        mut params: CallToolRequestParams,
+        timeout: Duration,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallToolResult, CallFailure> {
+        let _route = progress.map(|sink| {
+            let token = next_progress_token();
+            params
+                .meta
+                .get_or_insert_with(RequestMetaObject::new)
+                .set_progress_token(token.clone());
+            ProgressRoute::new(&self.progress, token, sink)
+        });
         match tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await {
             Err(_) => Err(CallFailure::Timeout),
             Ok(Ok(result)) => Ok(result),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(e.message.into_owned())),
-            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => Err(CallFailure::Closed(
-                self.stderr.explain("the server closed the connection"),
-            )),
+            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+                // Give the waiter a moment to record the exit status for the reason.
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                Err(CallFailure::Closed(
+                    self.diagnostics.explain("the server closed the connection"),
+                ))
+            }
             Ok(Err(other)) => Err(CallFailure::Server(other.to_string())),
         }
+    }
+
+    /// List the tools again (after `tools/list_changed`).
+    ///
+    /// # Errors
+    /// The server's error, as text.
+    pub async fn list_tools(&self) -> Result<Vec<Tool>, String> {
+        self.service.peer().list_all_tools().await.map_err(|e| e.to_string())
     }
 
     /// The process group, to end it even while a call still holds the session.
@@ -189,9 +262,49 @@ impl Connection {
 
     /// Close stdin, then end the whole process group.
     pub async fn close(mut self) {
+        self.closed.store(true, Ordering::SeqCst);
         let _ = self.service.close_with_timeout(CLOSE_GRACE).await;
         self.group.terminate(TERM_GRACE).await;
     }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // A session dropped without `close` (a cancelled task, a runtime shutting down) must
+        // not leave its process tree behind.
+        if !self.closed.load(Ordering::SeqCst) {
+            self.group.kill_now();
+        }
+    }
+}
+
+/// Registers a progress route for one call and removes it when the call ends.
+struct ProgressRoute {
+    routes: ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl ProgressRoute {
+    fn new(routes: &ProgressRoutes, token: ProgressToken, sink: ProgressSink) -> Self {
+        lock(routes).insert(token.clone(), sink);
+        Self {
+            routes: routes.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        lock(&self.routes).remove(&self.token);
+    }
+}
+
+fn next_progress_token() -> ProgressToken {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    ProgressToken(NumberOrString::String(
+        format!("anygpt-{}", NEXT.fetch_add(1, Ordering::Relaxed)).into(),
+    ))
 }
 
 fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWrap, String> {
@@ -213,15 +326,11 @@ fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWr
         };
         command.current_dir(cwd);
     }
+    command.stdin(std::process::Stdio::piped());
+    command.stdout(std::process::Stdio::piped());
+    command.stderr(std::process::Stdio::piped());
     let mut wrapped = CommandWrap::from(command);
-    wrapped.wrap(GroupWrap::leader());
+    ProcessGroup::configure(&mut wrapped);
+    wrapped.wrap(KillOnDrop);
     Ok(wrapped)
-}
-
-async fn forward_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrTail) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "downstream", server = %server, "{line}");
-        tail.push(line);
-    }
 }

@@ -9,7 +9,10 @@ use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
 
-async fn gateway(config: Value) -> RunningService<RoleClient, ()> {
+async fn gateway(mut config: Value) -> RunningService<RoleClient, ()> {
+    // No snapshots or audit lines in the user's folders from tests.
+    config["cache"] = json!({ "enabled": false });
+    config["audit"] = json!({ "enabled": false });
     let engine = Engine::new(Config::from_value(config, "<test>").unwrap());
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
     tokio::spawn(discovery::gateway::serve(engine, server_io, pending()));

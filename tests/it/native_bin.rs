@@ -21,6 +21,9 @@ async fn native_binary_serves_the_five_meta_tools_on_the_demo_config() {
     );
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_anygpt-discovery"));
     command.arg("--config").arg(repo().join("examples/demo.config.json"));
+    let scratch = tempfile::tempdir().unwrap();
+    command.env("ANYGPT_DISCOVERY_CACHE_DIR", scratch.path().join("cache"));
+    command.env("ANYGPT_DISCOVERY_STATE_DIR", scratch.path().join("state"));
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.unwrap();
 
     let tools = client.peer().list_all_tools().await.unwrap();

@@ -1,11 +1,14 @@
 //! `execute_tool`: run a downstream tool; its result comes back unchanged.
 
-use rmcp::model::{CallToolResult, Tool};
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ProgressNotificationParam, Tool};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, ExecuteOptions};
+use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::Result;
 
 pub const NAME: &str = "execute_tool";
@@ -19,7 +22,8 @@ pub fn definition() -> Tool {
             "properties": {
                 "server": { "type": "string" },
                 "tool": { "type": "string" },
-                "arguments": { "type": "object" }
+                "arguments": { "type": "object" },
+                "timeoutMs": { "type": "integer" }
             },
             "required": ["server", "tool"]
         }),
@@ -33,14 +37,40 @@ pub struct ExecuteTool {
     tool: String,
     #[serde(default)]
     arguments: Option<Value>,
+    /// Overrides the server's `timeoutMs` for this call.
+    #[serde(default, rename = "timeoutMs")]
+    timeout_ms: Option<u64>,
 }
 
 impl ExecuteTool {
-    pub async fn apply(self, engine: &Engine, cancel: CancellationToken) -> Result<CallToolResult> {
+    pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> Result<CallToolResult> {
         let options = ExecuteOptions {
-            timeout_ms: None,
-            cancel: Some(cancel),
+            timeout_ms: self.timeout_ms,
+            cancel: Some(context.ct.clone()),
+            progress: progress_to_client(context),
         };
         engine.execute(&self.server, &self.tool, self.arguments, options).await
     }
+}
+
+/// When the client asked for progress (a `progressToken` in `_meta`), forward the downstream
+/// server's progress to it under the client's own token. One forwarding task per call keeps
+/// the notifications in order; it ends when the call drops the sink.
+fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSink> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    let (sender, mut updates) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
+    tokio::spawn(async move {
+        while let Some(update) = updates.recv().await {
+            let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+            params.total = update.total;
+            params.message = update.message;
+            if let Err(error) = peer.notify_progress(params).await {
+                tracing::debug!(%error, "cannot forward progress to the client");
+            }
+        }
+    });
+    Some(Arc::new(move |update: ProgressUpdate| {
+        let _ = sender.send(update);
+    }))
 }

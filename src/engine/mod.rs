@@ -1,27 +1,40 @@
 //! `Engine`: the facade every face calls (gateway, CLI, Node binding).
 //!
-//! It owns the config, the upstream pool and the catalog, and answers the five operations
-//! plus reload and close. Results are plain serde types, so each face renders them as it
-//! needs (compact JSON for the model, JS objects for Node). Nothing here prints.
+//! It owns the config, the upstream pool, the catalog (with its on-disk snapshot), argument
+//! validators and the audit log, and answers the five operations plus reload and close.
+//! Results are plain serde types, so each face renders them as it needs (compact JSON for the
+//! model, JS objects for Node). Nothing here prints.
+//!
+//! Startup never waits on servers: a server whose snapshot is fresh is served from it and
+//! connected only when a call needs it; the others connect in the background.
+
+mod cap;
+mod validate;
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, RwLock, Weak};
+use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use serde::Serialize;
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::AuditLog;
+use crate::catalog::snapshot::SnapshotStore;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::search::{self, Query};
-use crate::upstream::{CallFailure, Pool, ServerStatus};
+use crate::upstream::{CallFailure, Connection, Pool, Server, ServerStatus, UpstreamEvent};
+
+pub use crate::upstream::{ProgressSink, ProgressUpdate};
+pub use cap::cap_result;
 
 /// How long a search waits for servers still starting before answering with what it has
-/// (and saying how many are pending).
-const SEARCH_WAIT: Duration = Duration::from_secs(10);
+/// (and saying how many are pending). Servers with a snapshot never make it wait.
+const SEARCH_WAIT: Duration = Duration::from_secs(5);
 /// Default number of search results.
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Largest accepted search limit.
@@ -121,12 +134,24 @@ pub struct ToolDetails {
 }
 
 /// Per-call options of `execute`.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ExecuteOptions {
     /// Overrides the server's `timeoutMs`.
     pub timeout_ms: Option<u64>,
     /// Cancelled when the caller gives up; the downstream call is cancelled too.
     pub cancel: Option<CancellationToken>,
+    /// Receives the downstream server's progress notifications for this call.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for ExecuteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecuteOptions")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("cancel", &self.cancel)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
 }
 
 /// Everything that belongs to one loaded config; `reload` swaps it whole.
@@ -135,7 +160,12 @@ struct State {
     config: Config,
     pool: Pool,
     catalog: RwLock<Catalog>,
+    snapshots: Option<SnapshotStore>,
+    audit: Option<AuditLog>,
+    validators: validate::Validators,
     started: std::sync::Once,
+    /// Taken by the task that handles server events when the state starts.
+    events: std::sync::Mutex<Option<mpsc::UnboundedReceiver<UpstreamEvent>>>,
 }
 
 /// The discovery engine.
@@ -320,23 +350,25 @@ impl Engine {
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
         let state = self.current();
-        let entry = state.find_tool(server, tool).await?;
-        if !entry.enabled {
-            return Err(Error::ToolDisabled {
-                server: server.to_owned(),
-                tool: tool.to_owned(),
-            });
-        }
+        let started = Instant::now();
         let arguments = match arguments {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(map)) => Some(map),
-            Some(other) => {
-                return Err(Error::validation(format!(
-                    "arguments: expected an object, found {other}"
-                )));
-            }
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(map)) => Ok(Some(map)),
+            Some(other) => Err(Error::validation(format!(
+                "`/`: arguments must be an object, found {other}"
+            ))),
         };
-        state.call(&entry, arguments, options).await
+        match arguments {
+            Ok(arguments) => {
+                let outcome = state.execute(server, tool, arguments.as_ref(), options).await;
+                state.audit(server, tool, arguments.as_ref(), &outcome, started);
+                outcome
+            }
+            Err(error) => {
+                state.audit(server, tool, None, &Err(error.clone()), started);
+                Err(error)
+            }
+        }
     }
 
     /// Replace the config (or reconnect with the same one): closes every session, clears the
@@ -365,20 +397,47 @@ impl Engine {
 impl State {
     fn new(config: Config) -> Self {
         let base_dir = config_dir(&config.origin);
+        let (events, receiver) = mpsc::unbounded_channel();
         Self {
-            pool: Pool::new(config.servers(), base_dir),
+            pool: Pool::new(config.servers(), base_dir, config.discovery.idle_timeout_ms, events),
             catalog: RwLock::new(Catalog::default()),
+            snapshots: config
+                .discovery
+                .cache
+                .enabled
+                .then(SnapshotStore::in_cache_dir)
+                .flatten(),
+            audit: AuditLog::from_spec(&config.discovery.audit),
+            validators: validate::Validators::default(),
             config,
             started: std::sync::Once::new(),
+            events: std::sync::Mutex::new(Some(receiver)),
         }
     }
 
+    /// Serve every server from its snapshot when there is a fresh one, and connect the others
+    /// in the background. Runs once, before the first answer; reads only small local files.
     fn ensure_started(self: &Arc<Self>) {
         self.started.call_once(|| {
+            let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
             for server in self.pool.servers() {
+                let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+                let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
+                if let Some(snapshot) = snapshot {
+                    self.index(&server.spec.name, snapshot.tools);
+                }
+                if fresh {
+                    tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
+                    continue;
+                }
+                server.set_status(ServerStatus::Connecting);
                 let state = self.clone();
                 let name = server.spec.name.clone();
                 tokio::spawn(async move { state.connect(&name).await });
+            }
+            let receiver = self.events.lock().expect("events lock is never poisoned").take();
+            if let Some(receiver) = receiver {
+                tokio::spawn(handle_events(Arc::downgrade(self), receiver, self.pool.shutdown_token().clone()));
             }
         });
     }
@@ -387,17 +446,39 @@ impl State {
         self.catalog.read().expect("catalog lock is never poisoned")
     }
 
-    /// Connect `name` and index its tools; failures live on in the server's status.
-    async fn connect(&self, name: &str) -> Option<Arc<crate::upstream::Connection>> {
-        let server = self.pool.get(name)?;
-        let (connection, tools) = self.pool.connection(server).await.ok()?;
-        if let Some(tools) = tools {
-            self.catalog
-                .write()
-                .expect("catalog lock is never poisoned")
-                .set_server_tools(name, tools, self.config.rules());
+    /// Put `server`'s tools into the catalog (rules applied) and log what changed.
+    fn index(&self, server: &str, tools: Vec<Tool>) {
+        let changes = self
+            .catalog
+            .write()
+            .expect("catalog lock is never poisoned")
+            .set_server_tools(server, tools, self.config.rules());
+        if !changes.is_empty() {
+            tracing::info!(
+                server,
+                added = changes.added.len(),
+                updated = changes.updated.len(),
+                removed = changes.removed.len(),
+                "catalog updated"
+            );
         }
-        Some(connection)
+    }
+
+    /// Index fresh tools and keep them for the next start.
+    fn refresh(&self, server: &Server, tools: Vec<Tool>) {
+        if let Some(store) = &self.snapshots {
+            store.save(&server.spec, &tools);
+        }
+        self.index(&server.spec.name, tools);
+    }
+
+    /// Connect `name` and index its tools; failures live on in the server's status.
+    async fn connect(&self, name: &str) -> Option<Arc<Connection>> {
+        let server = self.pool.get(name)?;
+        self.pool
+            .connection(server, |tools| self.refresh(server, tools))
+            .await
+            .ok()
     }
 
     async fn wait_all(&self, limit: Duration) {
@@ -408,7 +489,7 @@ impl State {
         }
     }
 
-    fn server(&self, name: &str) -> Result<&Arc<crate::upstream::Server>> {
+    fn server(&self, name: &str) -> Result<&Arc<Server>> {
         self.pool.get(name).ok_or_else(|| Error::ServerNotFound {
             server: name.to_owned(),
             suggestions: search::suggest_servers(self.pool.servers().map(|s| s.spec.name.as_str()), name),
@@ -444,14 +525,55 @@ impl State {
             })
     }
 
-    async fn call(
+    /// Everything `execute` does after parsing, in order: find, rules, schema, call, cap.
+    async fn execute(
+        self: &Arc<Self>,
+        server: &str,
+        tool: &str,
+        arguments: Option<&JsonObject>,
+        options: ExecuteOptions,
+    ) -> Result<CallToolResult> {
+        let entry = self.find_tool(server, tool).await?;
+        if !entry.enabled {
+            return Err(Error::ToolDisabled {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            });
+        }
+        self.validators.check(&entry, arguments)?;
+        let mut result = self.call(&entry, arguments.cloned(), options).await?;
+        if cap_result(&mut result, self.config.discovery.max_result_bytes()) {
+            tracing::warn!(tool = %entry.id(), "result capped at maxResultBytes");
+        }
+        Ok(result)
+    }
+
+    fn audit(
         &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&JsonObject>,
+        outcome: &Result<CallToolResult>,
+        started: Instant,
+    ) {
+        if let Some(audit) = &self.audit {
+            let outcome = match outcome {
+                Ok(result) => Ok(result.is_error == Some(true)),
+                Err(error) => Err(error.code()),
+            };
+            audit.record(server, tool, arguments, outcome, started.elapsed());
+        }
+    }
+
+    async fn call(
+        self: &Arc<Self>,
         entry: &ToolEntry,
         arguments: Option<JsonObject>,
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
         let (server_name, tool_name) = (entry.server.as_str(), entry.name());
         let server = self.server(server_name)?;
+        let _in_flight = Pool::begin_call(server);
         let connection = self.connect(server_name).await.ok_or_else(|| Error::ServerConnection {
             server: server_name.to_owned(),
             reason: match server.status() {
@@ -464,7 +586,7 @@ impl State {
         params.arguments = arguments;
         let cancel = options.cancel.unwrap_or_default();
         let outcome = tokio::select! {
-            outcome = connection.call(params, Duration::from_millis(timeout_ms)) => outcome,
+            outcome = connection.call(params, Duration::from_millis(timeout_ms), options.progress) => outcome,
             () = cancel.cancelled() => Err(CallFailure::Server("cancelled by the client".into())),
         };
         let fail = |reason: String| Error::ToolExecution {
@@ -482,7 +604,45 @@ impl State {
             Err(CallFailure::Server(reason)) => Err(fail(reason)),
             Err(CallFailure::Closed(reason)) => {
                 self.pool.mark_lost(server, reason.clone()).await;
+                self.restart_in_background(server_name);
                 Err(fail(reason))
+            }
+        }
+    }
+
+    /// Start a crashed server again right away, so the next call finds it ready.
+    fn restart_in_background(self: &Arc<Self>, name: &str) {
+        let (state, name) = (self.clone(), name.to_owned());
+        tokio::spawn(async move { state.connect(&name).await });
+    }
+}
+
+/// Handle server events for one state until it is dropped or closed.
+async fn handle_events(
+    state: Weak<State>,
+    mut events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let event = tokio::select! {
+            event = events.recv() => event,
+            () = shutdown.cancelled() => None,
+        };
+        let (Some(event), Some(state)) = (event, state.upgrade()) else {
+            return;
+        };
+        match event {
+            UpstreamEvent::ToolsChanged { server } => {
+                let Some(slot) = state.pool.get(&server).cloned() else {
+                    continue;
+                };
+                let Some(connection) = state.pool.live_connection(&slot).await else {
+                    continue;
+                };
+                match connection.list_tools().await {
+                    Ok(tools) => state.refresh(&slot, tools),
+                    Err(error) => tracing::warn!(%server, %error, "cannot list tools after tools/list_changed"),
+                }
             }
         }
     }

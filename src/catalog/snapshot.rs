@@ -1,0 +1,208 @@
+//! On-disk catalog snapshots: each server's tool list, so the gateway can answer at once on
+//! the next start without launching anything.
+//!
+//! One file per server under `<cache>/catalog/`, named by the server and the fingerprint of
+//! its launch spec and the gateway version: a changed command, argument, env or version is a
+//! different file, so a stale list is never served for a changed server. Files are written
+//! atomically; a file that does not parse, or whose header does not match, is ignored with a
+//! warning.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rmcp::model::Tool;
+use serde::{Deserialize, Serialize};
+
+use crate::config::ServerSpec;
+
+const FORMAT: u32 = 1;
+
+/// What is stored for one server.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapshotFile {
+    format: u32,
+    gateway_version: String,
+    server: String,
+    fingerprint: String,
+    saved_at_ms: u64,
+    tools: Vec<Tool>,
+}
+
+/// A snapshot read back: the tools and how old they are.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub tools: Vec<Tool>,
+    pub age: Duration,
+}
+
+/// The snapshot folder of one gateway.
+#[derive(Debug, Clone)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+}
+
+impl SnapshotStore {
+    #[must_use]
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    /// The store in the platform cache directory, if there is one.
+    #[must_use]
+    pub fn in_cache_dir() -> Option<Self> {
+        crate::paths::cache_dir().map(|d| Self::new(d.join("catalog")))
+    }
+
+    fn path(&self, spec: &ServerSpec) -> PathBuf {
+        // Server names may hold characters that are not safe in file names.
+        let safe: String = spec
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.dir.join(format!("{safe}-{}.json", fingerprint(spec)))
+    }
+
+    /// The stored tools of `spec`, or `None` (missing, corrupt or foreign files are ignored).
+    #[must_use]
+    pub fn load(&self, spec: &ServerSpec) -> Option<Snapshot> {
+        let path = self.path(spec);
+        let bytes = std::fs::read(&path).ok()?;
+        match parse(&bytes, spec) {
+            Ok(file) => Some(Snapshot {
+                tools: file.tools,
+                age: SystemTime::now()
+                    .duration_since(UNIX_EPOCH + Duration::from_millis(file.saved_at_ms))
+                    .unwrap_or_default(),
+            }),
+            Err(reason) => {
+                tracing::warn!(server = %spec.name, path = %path.display(), %reason, "ignoring catalog snapshot");
+                None
+            }
+        }
+    }
+
+    /// Store `tools` for `spec`. Failures are logged, never fatal: the snapshot is a cache.
+    pub fn save(&self, spec: &ServerSpec, tools: &[Tool]) {
+        let file = SnapshotFile {
+            format: FORMAT,
+            gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
+            server: spec.name.clone(),
+            fingerprint: fingerprint(spec),
+            saved_at_ms: now_ms(),
+            tools: tools.to_vec(),
+        };
+        let path = self.path(spec);
+        let written = serde_json::to_vec(&file)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| crate::paths::write_atomic(&path, &bytes));
+        if let Err(error) = written {
+            tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
+        }
+    }
+
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, String> {
+    let file: SnapshotFile = serde_json::from_slice(bytes).map_err(|e| format!("unreadable: {e}"))?;
+    if file.format != FORMAT || file.gateway_version != env!("CARGO_PKG_VERSION") {
+        return Err(format!(
+            "written by another version ({} format {})",
+            file.gateway_version, file.format
+        ));
+    }
+    if file.server != spec.name || file.fingerprint != fingerprint(spec) {
+        return Err("belongs to another server or launch spec".into());
+    }
+    Ok(file)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A stable fingerprint of a server's launch spec and the gateway version (FNV-1a, hex).
+/// `std`'s hasher is not stable across Rust releases, so it cannot key files on disk.
+#[must_use]
+pub fn fingerprint(spec: &ServerSpec) -> String {
+    let launch = serde_json::to_string(&(&spec.name, &spec.connection, env!("CARGO_PKG_VERSION")))
+        .expect("a server spec serializes: plain strings and maps");
+    format!("{:016x}", fnv1a(launch.as_bytes()))
+}
+
+/// FNV-1a, 64 bit.
+#[must_use]
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec(command: &str) -> ServerSpec {
+        serde_json::from_value(json!({ "name": "srv/1", "connection": { "command": command, "args": ["a"] } })).unwrap()
+    }
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), "d", std::sync::Arc::new(serde_json::Map::new()))
+    }
+
+    #[test]
+    fn round_trips_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path().to_path_buf());
+        store.save(&spec("node"), &[tool("a"), tool("b")]);
+        let loaded = store.load(&spec("node")).unwrap();
+        assert_eq!(
+            loaded.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert!(loaded.age < Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_changed_launch_spec_does_not_see_the_old_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path().to_path_buf());
+        store.save(&spec("node"), &[tool("a")]);
+        assert!(store.load(&spec("python")).is_none());
+        assert_ne!(fingerprint(&spec("node")), fingerprint(&spec("python")));
+    }
+
+    #[test]
+    fn corrupt_and_foreign_files_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path().to_path_buf());
+        let path = store.path(&spec("node"));
+        std::fs::create_dir_all(dir.path()).unwrap();
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert!(store.load(&spec("node")).is_none());
+        let foreign = json!({ "format": 1, "gatewayVersion": "0.0.0-other", "server": "srv/1",
+            "fingerprint": fingerprint(&spec("node")), "savedAtMs": 0, "tools": [] });
+        std::fs::write(&path, foreign.to_string()).unwrap();
+        assert!(store.load(&spec("node")).is_none());
+    }
+
+    #[test]
+    fn fingerprint_is_stable() {
+        // FNV-1a test vector: a changed algorithm would orphan every snapshot on disk.
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+}
