@@ -257,10 +257,11 @@ impl Engine {
             state.server(server)?;
         }
         state.wait_all(SEARCH_WAIT).await;
+        // Servers still starting; an idle server's tools are already known (snapshot).
         let pending = state
             .pool
             .servers()
-            .filter(|s| matches!(s.status(), ServerStatus::Connecting | ServerStatus::Idle))
+            .filter(|s| s.status() == ServerStatus::Connecting)
             .count();
         let catalog = state.read_catalog();
         let hits = search::search(

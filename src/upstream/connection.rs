@@ -8,16 +8,17 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, NumberOrString,
-    ProgressNotificationParam, ProgressToken, RequestMetaObject, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
+    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
+    Tool,
 };
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -219,21 +220,38 @@ impl Connection {
     /// Timeout, closed session, or the server's own error.
     pub async fn call(
         &self,
-        mut params: CallToolRequestParams,
+        params: CallToolRequestParams,
         timeout: Duration,
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, CallFailure> {
-        let _route = progress.map(|sink| {
-            let token = next_progress_token();
-            params
-                .meta
-                .get_or_insert_with(RequestMetaObject::new)
-                .set_progress_token(token.clone());
-            ProgressRoute::new(&self.progress, token, sink)
-        });
-        match tokio::time::timeout(timeout, self.service.peer().call_tool(params)).await {
+        let peer = self.service.peer();
+        // rmcp puts its own progress token on every request; route by the one it chose.
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let outcome = match peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => {
+                let _route =
+                    progress.map(|sink| ProgressRoute::new(&self.progress, handle.progress_token.clone(), sink));
+                let mut abandon = CancelOnDrop {
+                    peer: peer.clone(),
+                    id: Some(handle.id.clone()),
+                };
+                let response = tokio::time::timeout(timeout, handle.await_response()).await;
+                if let Ok(Ok(_) | Err(ServiceError::McpError(_))) = &response {
+                    abandon.id = None;
+                }
+                response
+            }
+            Err(error) => Ok(Err(error)),
+        };
+        match outcome {
             Err(_) => Err(CallFailure::Timeout),
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(CallFailure::Server(
+                "the server answered tools/call with another result type".into(),
+            )),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(e.message.into_owned())),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // Give the waiter a moment to record the exit status for the reason.
@@ -300,11 +318,25 @@ impl Drop for ProgressRoute {
     }
 }
 
-fn next_progress_token() -> ProgressToken {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    ProgressToken(NumberOrString::String(
-        format!("anygpt-{}", NEXT.fetch_add(1, Ordering::Relaxed)).into(),
-    ))
+/// Tells the server a request is abandoned (timed out, or the caller went away) unless the
+/// answer arrived: `notifications/cancelled`, as the MCP spec asks.
+struct CancelOnDrop {
+    peer: rmcp::Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let reason = Some("cancelled by the gateway's client".to_owned());
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(Some(id), reason))
+                    .await;
+            });
+        }
+    }
 }
 
 fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWrap, String> {

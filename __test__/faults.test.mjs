@@ -1,0 +1,247 @@
+// Servers on a bad day: the fault fixture (our own server on the official SDK) behind the
+// gateway, driven by the official client. Each test names the fault it injects.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import {
+  alive, call, root, spawnGateway, startGateway, tempDir, waitFor, writeConfig,
+} from './helpers.mjs';
+
+const fixture = join(root, '__test__/fixtures/fault-server.mjs');
+
+/** A config entry for the fault fixture with `flags`, plus extra server fields. */
+function faultServer(name, flags = [], more = {}) {
+  return { name, connection: { command: process.execPath, args: [fixture, ...flags] }, ...more };
+}
+
+function gatewayWith(servers, discovery = {}) {
+  return startGateway(writeConfig({ discovery: { servers, ...discovery } }));
+}
+
+async function execute(client, server, tool, args = {}, options = {}) {
+  return client.callTool({ name: 'execute_tool', arguments: { server, tool, arguments: args } }, undefined, options);
+}
+
+const errorOf = (result) => JSON.parse(result.content[0].text).error;
+
+describe('faults', () => {
+  test('crash mid-call: TOOL_EXECUTION_ERROR within 1 s, restart on the next call, others unaffected', async () => {
+    const gateway = await gatewayWith([faultServer('fragile'), faultServer('steady')]);
+    try {
+      const started = performance.now();
+      const [crashed, other] = await Promise.all([
+        execute(gateway.client, 'fragile', 'crash'),
+        execute(gateway.client, 'steady', 'echo', { message: 'unaffected' }),
+      ]);
+      const elapsed = performance.now() - started;
+      assert.equal(crashed.isError, true);
+      assert.equal(errorOf(crashed).code, 'TOOL_EXECUTION_ERROR');
+      assert.match(errorOf(crashed).message, /exit status: 3/);
+      assert.ok(elapsed < 1000, `crash reported after ${Math.round(elapsed)} ms`);
+      assert.equal(other.content[0].text, 'Echo: unaffected');
+      const again = await execute(gateway.client, 'fragile', 'echo', { message: 'back' });
+      assert.equal(again.content[0].text, 'Echo: back');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('hang: TOOL_EXECUTION_TIMEOUT at the limit while another server answers', async () => {
+    const gateway = await gatewayWith([faultServer('stuck', [], { timeoutMs: 700 }), faultServer('steady')]);
+    try {
+      const hung = execute(gateway.client, 'stuck', 'hang');
+      const echoed = await execute(gateway.client, 'steady', 'echo', { message: 'meanwhile' });
+      assert.equal(echoed.content[0].text, 'Echo: meanwhile');
+      const result = await hung;
+      assert.equal(errorOf(result).code, 'TOOL_EXECUTION_TIMEOUT');
+      assert.match(errorOf(result).message, /within 700 ms/);
+      // A per-call limit overrides the server's.
+      const quick = await gateway.client.callTool({
+        name: 'execute_tool', arguments: { server: 'stuck', tool: 'hang', timeoutMs: 200 },
+      });
+      assert.match(errorOf(quick).message, /within 200 ms/);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('garbage on stdout: the server is `error` with a reason, the others work', async () => {
+    const gateway = await gatewayWith([faultServer('noisy', ['--garbage'], { startupTimeoutMs: 1000 }), faultServer('steady')]);
+    try {
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      const noisy = body.servers.find((s) => s.name === 'noisy');
+      assert.equal(noisy.status, 'error');
+      assert.match(noisy.error, /non-JSON line\(s\) to stdout/);
+      assert.match(noisy.error, /not an MCP server|still not JSON/);
+      const echoed = await execute(gateway.client, 'steady', 'echo', { message: 'fine' });
+      assert.equal(echoed.content[0].text, 'Echo: fine');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('10 MB result: capped with a marker, gateway memory stays bounded', async () => {
+    const gateway = await spawnGateway(['--config', writeConfig({ discovery: { servers: [faultServer('huge')] } })]);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const result = await execute(gateway.client, 'huge', 'big', { bytes: 10_000_000 });
+        assert.equal(result.content[0].text.length, 1024 * 1024);
+        assert.match(result.content.at(-1).text, /result truncated: 10000000 bytes exceed maxResultBytes 1048576/);
+      }
+      const rssMb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${gateway.child.pid}/status`, 'utf8'))[1]) / 1024;
+      process.stdout.write(`# gateway RSS after three 10 MB results: ${rssMb.toFixed(0)} MB\n`);
+      assert.ok(rssMb < 400, `gateway RSS ${rssMb} MB`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('tools/list_changed: a new tool is searchable without a restart', async () => {
+    const gateway = await gatewayWith([faultServer('growing')]);
+    try {
+      const before = await call(gateway.client, 'search_tools', { query: 'freshly_added_tool' });
+      assert.ok(!before.body.results.some((r) => r.tool === 'freshly_added_tool'));
+      await execute(gateway.client, 'growing', 'add_tool', { name: 'freshly_added_tool' });
+      const found = await (async () => {
+        for (let i = 0; i < 40; i++) {
+          const { body } = await call(gateway.client, 'search_tools', { query: 'freshly_added_tool' });
+          if (body.results[0]?.tool === 'freshly_added_tool') return body.results[0];
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        return null;
+      })();
+      assert.deepEqual([found?.server, found?.tool], ['growing', 'freshly_added_tool']);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('progress reaches the client; cancelling reaches the server', async () => {
+    const gateway = await gatewayWith([faultServer('slow')]);
+    try {
+      const updates = [];
+      const result = await execute(gateway.client, 'slow', 'progress', { steps: 3, intervalMs: 30 }, {
+        onprogress: (p) => updates.push([p.progress, p.total, p.message]),
+      });
+      assert.equal(result.content[0].text, 'done after 3 steps');
+      assert.deepEqual(updates, [[1, 3, 'step 1'], [2, 3, 'step 2'], [3, 3, 'step 3']]);
+
+      const controller = new AbortController();
+      const cancelled = execute(gateway.client, 'slow', 'progress', { steps: 50, intervalMs: 50 }, {
+        signal: controller.signal,
+        onprogress: () => controller.abort(),
+      });
+      await assert.rejects(cancelled);
+      let events = [];
+      for (let i = 0; i < 40 && !events.includes('progress:cancelled'); i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        events = JSON.parse((await execute(gateway.client, 'slow', 'events')).content[0].text);
+      }
+      assert.ok(events.includes('progress:cancelled'), `server events: ${events}`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('invalid arguments: VALIDATION_ERROR lists each problem; the server never sees the call', async () => {
+    const gateway = await gatewayWith([faultServer('picky')]);
+    try {
+      const result = await execute(gateway.client, 'picky', 'strict', { count: 0, tags: 'x' });
+      const error = errorOf(result);
+      assert.equal(error.code, 'VALIDATION_ERROR');
+      assert.match(error.message, /`\/count`: 0 is less than the minimum of 1/);
+      assert.match(error.message, /`\/tags`: "x" is not of type "array"/);
+      assert.match(error.message, /`\/`: "name" is a required property/);
+      const counts = JSON.parse((await execute(gateway.client, 'picky', 'count')).content[0].text);
+      assert.equal(counts.strict, undefined, `the server saw: ${JSON.stringify(counts)}`);
+      const ok = await execute(gateway.client, 'picky', 'strict', { count: 2, name: 'n' });
+      assert.equal(ok.content[0].text, 'ok 2 n');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('100 concurrent execute_tool calls across 3 servers: all answered, none lost', async () => {
+    const gateway = await gatewayWith([faultServer('a'), faultServer('b'), faultServer('c')]);
+    try {
+      const servers = ['a', 'b', 'c'];
+      const results = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => execute(gateway.client, servers[i % 3], 'echo', { message: `m${i}` })),
+      );
+      const answered = results.filter((r, i) => r.content[0].text === `Echo: m${i}`).length;
+      assert.equal(answered, 100);
+      const seen = await Promise.all(servers.map(async (s) => JSON.parse((await execute(gateway.client, s, 'count')).content[0].text).echo));
+      assert.deepEqual(seen, [34, 33, 33]);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('idle timeout: the process is gone, and the next call reconnects', async () => {
+    const gateway = await gatewayWith([faultServer('sleepy', [], { idleTimeoutMs: 300 })]);
+    try {
+      const first = JSON.parse((await execute(gateway.client, 'sleepy', 'pids')).content[0].text).server;
+      assert.ok(alive(first));
+      assert.ok(await waitFor(() => !alive(first), 3000), 'the idle server process is still running');
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      assert.equal(body.servers[0].status, 'idle');
+      const second = JSON.parse((await execute(gateway.client, 'sleepy', 'pids')).content[0].text).server;
+      assert.notEqual(second, first);
+      assert.ok(alive(second));
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('SIGTERM with grandchildren: none remain after 2 s', async () => {
+    const config = writeConfig({ discovery: { servers: [faultServer('parent', ['--grandchild']), faultServer('plain')] } });
+    const gateway = await spawnGateway(['--config', config]);
+    const pids = JSON.parse((await execute(gateway.client, 'parent', 'pids')).content[0].text);
+    assert.ok(alive(pids.server) && alive(pids.grandchild));
+    gateway.child.kill('SIGTERM');
+    assert.equal(await gateway.exit, 0, gateway.stderr());
+    assert.ok(await waitFor(() => !alive(pids.server) && !alive(pids.grandchild), 2000),
+      `still running: ${[pids.server, pids.grandchild].filter(alive)}`);
+  });
+});
+
+describe('startup from the snapshot', () => {
+  test('20 servers that take 3 s to start: initialize, tools/list and search answer at once', async () => {
+    const servers = Array.from({ length: 20 }, (_, i) => faultServer(`slow${i}`, ['--start-delay-ms', '3000', '--extra-tool', `only_on_slow${i}`]));
+    const config = writeConfig({ discovery: { servers } });
+    const env = { ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-') };
+
+    // First run: no snapshot yet; the servers start and their tools are saved.
+    const first = await startGateway(config, env);
+    try {
+      const { body } = await call(first.client, 'search_tools', { query: 'only_on_slow7' });
+      assert.ok(body.pending > 0, 'the first search while servers start says how many are pending');
+      for (let i = 0; i < 100; i++) {
+        const { body: list } = await call(first.client, 'list_mcp_servers');
+        if (list.servers.every((s) => s.status === 'connected')) break;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    } finally {
+      await first.client.close();
+    }
+
+    // Second run: everything comes from the snapshot; no server has to start.
+    const second = await spawnGateway(['--config', config], { env: { ...env, ANYGPT_LOG: 'info' } });
+    try {
+      // The client connected above; time what the gateway itself answers.
+      const t0 = performance.now();
+      const { tools } = await second.client.listTools();
+      const { body } = await call(second.client, 'search_tools', { query: 'only_on_slow13' });
+      const elapsed = performance.now() - t0;
+      assert.equal(tools.length, 5);
+      assert.deepEqual([body.results[0].server, body.results[0].tool], ['slow13', 'only_on_slow13']);
+      assert.equal(body.pending, undefined);
+      assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
+      const { body: list } = await call(second.client, 'list_mcp_servers');
+      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 11), JSON.stringify(list.servers[0]));
+    } finally {
+      await second.client.close();
+    }
+  });
+});
