@@ -13,13 +13,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop};
+use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
     ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
     Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -134,77 +138,48 @@ impl Connection {
         shutdown: &CancellationToken,
         events: mpsc::UnboundedSender<UpstreamEvent>,
     ) -> Result<(Self, Vec<Tool>), String> {
-        if spec.connection.kind == TransportKind::Http {
-            return Err("http connections are not supported by this version yet; use a stdio command".into());
-        }
-        let program = spec.connection.command.clone().unwrap_or_default();
-        let mut child = build_command(spec, base_dir)?.spawn().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
-            _ => format!("cannot start `{program}`: {e}"),
-        })?;
-        let group = ProcessGroup::new(child.id());
-        let diagnostics = Diagnostics::default();
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin().take(), child.stdout().take(), child.stderr().take())
-        else {
-            unreachable!("all three standard streams are piped in build_command")
-        };
-        tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
-        let exit_diagnostics = diagnostics.clone();
-        tokio::spawn(async move {
-            // Owning the child here reaps it (no zombies) and records how it ended.
-            let how = match child.wait().await {
-                Ok(status) => format!("exited with {status}"),
-                Err(error) => format!("could not be waited for: {error}"),
-            };
-            exit_diagnostics.set_exit(how);
-        });
-
         let progress = ProgressRoutes::default();
         let client = UpstreamClient {
             server: spec.name.clone(),
             progress: progress.clone(),
             events,
         };
-        let transport = (StdoutTap::new(stdout, diagnostics.clone()), stdin);
         let timeout = Duration::from_millis(spec.startup_timeout_ms());
-        let handshake = async {
-            let service = client
-                .serve(transport)
-                .await
-                .map_err(|e| format!("handshake failed: {e}"))?;
-            let tools = service
-                .peer()
-                .list_all_tools()
-                .await
-                .map_err(|e| format!("tools/list failed: {e}"))?;
-            Ok::<_, String>((service, tools))
-        };
-        let outcome = tokio::select! {
-            outcome = tokio::time::timeout(timeout, handshake) => outcome,
-            () = shutdown.cancelled() => Ok(Err("the gateway is shutting down".to_owned())),
-        };
-        let failure = match outcome {
-            Ok(Ok((service, tools))) => {
-                let connection = Self {
-                    service,
-                    group,
-                    diagnostics,
-                    progress,
-                    closed: AtomicBool::new(false),
-                };
-                return Ok((connection, tools));
+        let diagnostics = Diagnostics::default();
+        let (group, outcome) = match spec.connection.kind {
+            TransportKind::Stdio => {
+                let (group, transport) = spawn_stdio(spec, base_dir, &diagnostics)?;
+                (group, handshake(client, transport, timeout, shutdown).await)
             }
-            Ok(Err(reason)) => reason,
-            Err(_) => format!(
-                "did not answer initialize and tools/list within {} ms",
-                timeout.as_millis()
-            ),
+            TransportKind::Http => {
+                let transport = http_transport(spec)?;
+                (
+                    ProcessGroup::new(None),
+                    handshake(client, transport, timeout, shutdown).await,
+                )
+            }
         };
-        group.terminate(TERM_GRACE).await;
-        // Let the stderr reader and the waiter record the process's last words and exit.
-        tokio::time::sleep(Duration::from_millis(30)).await;
-        Err(diagnostics.explain(&failure))
+        match outcome {
+            Ok((service, tools)) => {
+                let closed = AtomicBool::new(false);
+                Ok((
+                    Self {
+                        service,
+                        group,
+                        diagnostics,
+                        progress,
+                        closed,
+                    },
+                    tools,
+                ))
+            }
+            Err(failure) => {
+                group.terminate(TERM_GRACE).await;
+                // Let the stderr reader and the waiter record the process's last words and exit.
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                Err(diagnostics.explain(&failure))
+            }
+        }
     }
 
     /// Whether the session has ended (the server exited or closed stdout).
@@ -337,6 +312,102 @@ impl Drop for CancelOnDrop {
             });
         }
     }
+}
+
+/// The MCP handshake and the first full `tools/list`, within `timeout`.
+async fn handshake<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<(RunningService<RoleClient, UpstreamClient>, Vec<Tool>), String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let handshake = async {
+        let service = client
+            .serve(transport)
+            .await
+            .map_err(|e| format!("handshake failed: {e}"))?;
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("tools/list failed: {e}"))?;
+        Ok::<_, String>((service, tools))
+    };
+    tokio::select! {
+        outcome = tokio::time::timeout(timeout, handshake) => outcome.unwrap_or_else(|_| {
+            Err(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis()))
+        }),
+        () = shutdown.cancelled() => Err("the gateway is shutting down".to_owned()),
+    }
+}
+
+/// Start a stdio server: its process group and the transport over its pipes.
+fn spawn_stdio(
+    spec: &ServerSpec,
+    base_dir: Option<&Path>,
+    diagnostics: &Diagnostics,
+) -> Result<(ProcessGroup, (StdoutTap<ChildStdout>, ChildStdin)), String> {
+    let program = spec.connection.command.clone().unwrap_or_default();
+    let mut child = build_command(spec, base_dir)?.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
+        _ => format!("cannot start `{program}`: {e}"),
+    })?;
+    let group = ProcessGroup::new(child.id());
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin().take(), child.stdout().take(), child.stderr().take())
+    else {
+        unreachable!("all three standard streams are piped in build_command")
+    };
+    tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
+    let exit_diagnostics = diagnostics.clone();
+    tokio::spawn(async move {
+        // Owning the child here reaps it (no zombies) and records how it ended.
+        let how = match child.wait().await {
+            Ok(status) => format!("exited with {status}"),
+            Err(error) => format!("could not be waited for: {error}"),
+        };
+        exit_diagnostics.set_exit(how);
+    });
+    Ok((group, (StdoutTap::new(stdout, diagnostics.clone()), stdin)))
+}
+
+/// A streamable-HTTP transport to `connection.url` with `connection.headers` (expanded).
+/// `Authorization: Bearer …` goes through rmcp's own auth header; other headers as given.
+fn http_transport(spec: &ServerSpec) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    let conn = &spec.connection;
+    let url = expand::expand_env(conn.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
+    for (name, value) in &conn.headers {
+        let value = expand::expand_env(value).map_err(|e| format!("headers.{name}: {e}"))?;
+        if name.eq_ignore_ascii_case("authorization") {
+            if let Some(token) = value.strip_prefix("Bearer ") {
+                config.auth_header = Some(token.to_owned());
+                continue;
+            }
+        }
+        let header = HeaderName::try_from(name.as_str()).map_err(|e| format!("headers.{name}: {e}"))?;
+        // The value may be a secret: say what is wrong without echoing it.
+        let value = HeaderValue::try_from(value).map_err(|_| format!("headers.{name}: not a valid header value"))?;
+        config.custom_headers.insert(header, value);
+    }
+    install_crypto_provider();
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// rustls needs one process-wide crypto provider; `ring` builds everywhere without cmake.
+fn install_crypto_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Another library in the process may have installed one already; that one is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWrap, String> {
