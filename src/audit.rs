@@ -38,8 +38,17 @@ pub struct AuditLog {
     path: PathBuf,
     max_bytes: u64,
     include_arguments: bool,
-    /// Serialises appends and rotation; `true` once a write failure was reported.
-    state: Mutex<bool>,
+    /// Serialises appends and rotation.
+    state: Mutex<Writer>,
+}
+
+/// The open file and its size, so an append costs one `write`, not an open and a stat.
+#[derive(Debug, Default)]
+struct Writer {
+    file: Option<std::fs::File>,
+    size: u64,
+    /// A write failure is reported once, not per call.
+    reported: bool,
 }
 
 impl AuditLog {
@@ -57,7 +66,7 @@ impl AuditLog {
             path,
             max_bytes: spec.max_bytes,
             include_arguments: spec.include_arguments,
-            state: Mutex::new(false),
+            state: Mutex::new(Writer::default()),
         })
     }
 
@@ -93,33 +102,44 @@ impl AuditLog {
         };
         let mut line = serde_json::to_vec(&entry).expect("an audit entry serializes: strings and numbers");
         line.push(b'\n');
-        let mut reported = self
+        let mut writer = self
             .state
             .lock()
             .expect("audit lock is never poisoned: no panics while held");
-        if let Err(error) = self.append(&line) {
-            if !*reported {
+        if let Err(error) = self.append(&mut writer, &line) {
+            // Reopen on the next call: the file may have been moved or its folder removed.
+            writer.file = None;
+            if !writer.reported {
                 tracing::warn!(path = %self.path.display(), %error, "cannot write the audit log");
-                *reported = true;
+                writer.reported = true;
             }
         }
     }
 
-    fn append(&self, line: &[u8]) -> std::io::Result<()> {
-        if let Some(dir) = self.path.parent() {
-            std::fs::create_dir_all(dir)?;
+    fn append(&self, writer: &mut Writer, line: &[u8]) -> std::io::Result<()> {
+        if writer.file.is_none() {
+            if let Some(dir) = self.path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
+            writer.size = file.metadata()?.len();
+            writer.file = Some(file);
         }
-        let size = std::fs::metadata(&self.path).map_or(0, |m| m.len());
-        if size > 0 && size + line.len() as u64 > self.max_bytes {
+        if writer.size > 0 && writer.size + line.len() as u64 > self.max_bytes {
+            writer.file = None;
             let mut rotated = self.path.clone().into_os_string();
             rotated.push(".1");
             std::fs::rename(&self.path, rotated)?;
+            writer.file = Some(std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?);
+            writer.size = 0;
         }
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)?
-            .write_all(line)
+        writer
+            .file
+            .as_mut()
+            .expect("the file was opened above")
+            .write_all(line)?;
+        writer.size += line.len() as u64;
+        Ok(())
     }
 }
 

@@ -8,10 +8,14 @@
 //! ```text
 //! config   ── load + validate (file or object)   ──►  ServerSpec[] + compiled RuleSet
 //! rules    ── patterns (glob, /regex/flags, !negation) and rule evaluation
-//! catalog  ── every tool per server with enabled/tags applied, summaries
+//! catalog  ── every tool per server with enabled/tags applied, summaries, on-disk snapshots
 //! search   ── ranking over the catalog, "did you mean" suggestions
-//! upstream ── downstream sessions: process groups, rmcp client, pool with statuses
-//! engine   ── Engine facade: list/search/details/execute/reload/close
+//! upstream ── downstream sessions: process groups, rmcp client (stdio, HTTP), pool with
+//!             statuses, idle close, backoff, progress routing, list_changed events
+//! engine   ── Engine facade: list/search/details/execute/reload/close; argument validation,
+//!             result caps
+//! audit    ── the JSON Lines log of every execute
+//! paths    ── platform cache/state directories, atomic writes
 //! gateway  ── the stdio MCP server exposing the five meta-tools
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
 //! node     ── napi bindings (thin: convert types, call the engine)

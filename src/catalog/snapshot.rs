@@ -146,7 +146,13 @@ pub fn fingerprint(spec: &ServerSpec) -> String {
 /// FNV-1a, 64 bit.
 #[must_use]
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+    fnv1a_from(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// FNV-1a continued from `hash` (a previous result), to hash several parts without joining them.
+#[must_use]
+pub fn fnv1a_from(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
 }

@@ -354,7 +354,7 @@ impl Engine {
         let started = Instant::now();
         let arguments = match arguments {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(map)) => Ok(Some(map)),
+            Some(object @ Value::Object(_)) => Ok(Some(object)),
             Some(other) => Err(Error::validation(format!(
                 "`/`: arguments must be an object, found {other}"
             ))),
@@ -362,7 +362,13 @@ impl Engine {
         match arguments {
             Ok(arguments) => {
                 let outcome = state.execute(server, tool, arguments.as_ref(), options).await;
-                state.audit(server, tool, arguments.as_ref(), &outcome, started);
+                state.audit(
+                    server,
+                    tool,
+                    arguments.as_ref().and_then(Value::as_object),
+                    &outcome,
+                    started,
+                );
                 outcome
             }
             Err(error) => {
@@ -499,10 +505,18 @@ impl State {
 
     /// `server`'s catalog entries, waiting for its first listing.
     async fn server_catalog(&self, name: &str) -> Result<Vec<ToolEntry>> {
+        self.with_server_tools(name, <[ToolEntry]>::to_vec).await
+    }
+
+    /// Run `f` on `server`'s catalog entries once they are known (waiting for a server still
+    /// starting), without copying the list.
+    async fn with_server_tools<T>(&self, name: &str, f: impl FnOnce(&[ToolEntry]) -> T) -> Result<T> {
         let server = self.server(name)?;
-        Pool::wait_settled(server, Duration::from_millis(server.spec.startup_timeout_ms())).await;
+        if server.status() == ServerStatus::Connecting {
+            Pool::wait_settled(server, Duration::from_millis(server.spec.startup_timeout_ms())).await;
+        }
         if let Some(tools) = self.read_catalog().server_tools(name) {
-            return Ok(tools.to_vec());
+            return Ok(f(tools));
         }
         let reason = match server.status() {
             ServerStatus::Error(reason) => reason,
@@ -515,15 +529,14 @@ impl State {
     }
 
     async fn find_tool(&self, server: &str, tool: &str) -> Result<ToolEntry> {
-        let tools = self.server_catalog(server).await?;
-        tools
-            .into_iter()
-            .find(|t| t.name() == tool)
-            .ok_or_else(|| Error::ToolNotFound {
-                server: server.to_owned(),
-                tool: tool.to_owned(),
-                suggestions: search::suggest_tools(&self.read_catalog(), server, tool),
-            })
+        let found = self
+            .with_server_tools(server, |tools| tools.iter().find(|t| t.name() == tool).cloned())
+            .await?;
+        found.ok_or_else(|| Error::ToolNotFound {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            suggestions: search::suggest_tools(&self.read_catalog(), server, tool),
+        })
     }
 
     /// Everything `execute` does after parsing, in order: find, rules, schema, call, cap.
@@ -531,9 +544,10 @@ impl State {
         self: &Arc<Self>,
         server: &str,
         tool: &str,
-        arguments: Option<&JsonObject>,
+        arguments: Option<&Value>,
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
+        static NO_ARGUMENTS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| Value::Object(JsonObject::new()));
         let entry = self.find_tool(server, tool).await?;
         if !entry.enabled {
             return Err(Error::ToolDisabled {
@@ -541,8 +555,10 @@ impl State {
                 tool: tool.to_owned(),
             });
         }
-        self.validators.check(&entry, arguments)?;
-        let mut result = self.call(&entry, arguments.cloned(), options).await?;
+        self.validators.check(&entry, arguments.unwrap_or(&NO_ARGUMENTS))?;
+        let mut result = self
+            .call(&entry, arguments.and_then(Value::as_object).cloned(), options)
+            .await?;
         if cap_result(&mut result, self.config.discovery.max_result_bytes()) {
             tracing::warn!(tool = %entry.id(), "result capped at maxResultBytes");
         }
