@@ -10,8 +10,9 @@
 //!   case-insensitive) ranks first with relevance 1, always.
 //! - Every other hit is ranked by its BM25F sum over the query's terms, raised by up to
 //!   [`NAME_BOOST`] for the share of the tool's name the query covers ("read file" prefers
-//!   `read_file` to `read_file_metadata_history`) and scaled by the idf-weighted share of the
-//!   query's words the tool has, to the power [`COVERAGE_EXPONENT`] (a soft AND).
+//!   `read_file` to `read_file_metadata_history`) and scaled by the square root of the
+//!   idf-weighted share of the query's words the tool has: a soft AND, so a tool matching three
+//!   words of a request beats one matching a single word very well, yet one strong word counts.
 //! - Relevance is that score over the score of a tool that would match every query word fully
 //!   (once in its name and once in its description, see [`index::Index::reference_weight`]):
 //!   the share of the request a tool explains, comparable across queries, below 1.
@@ -37,16 +38,13 @@ pub use suggest::{edit_distance, suggest_servers, suggest_tools};
 pub const MAX_QUERY_CHARS: usize = 1_000;
 /// How much a name fully covered by the query raises a score (×(1 + `NAME_BOOST`)).
 pub const NAME_BOOST: f32 = 0.5;
-/// How strongly the share of the query's words a tool has (idf-weighted) scales its score
-/// (`× share^COVERAGE_EXPONENT`): a soft AND, so a tool matching three words of a request
-/// beats one matching a single word very well. Below 1 so one strong word still counts.
-pub const COVERAGE_EXPONENT: f32 = 0.6;
+
 /// No-match threshold: a query whose best hit explains less than 1% of it (relevance that
 /// would print as `0.00`) matches nothing useful and gets no results.
 pub const MIN_RELEVANCE: f64 = 0.01;
 /// Hits scoring below this share of the best hit are noise next to it and are dropped, so a
 /// specific query returns a few strong hits rather than ten with a long weak tail.
-pub const RELATIVE_FLOOR: f64 = 0.2;
+pub const RELATIVE_FLOOR: f32 = 0.2;
 /// Relevance ceiling for anything but an exact name.
 const MAX_RANKED_RELEVANCE: f64 = 0.99;
 
@@ -112,13 +110,14 @@ fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> V
         .score(&parsed.terms, filter)
         .into_iter()
         .map(|s| {
-            let coverage = (s.matched / parsed.idf_total).min(1.0);
-            (
-                s.bm25 * (1.0 + NAME_BOOST * s.name_coverage) * coverage.powf(COVERAGE_EXPONENT),
-                s,
-            )
+            // A square root, not `powf`: this runs for every candidate, thousands at 10k tools.
+            let coverage = (s.matched / parsed.idf_total).min(1.0).sqrt();
+            (s.bm25 * (1.0 + NAME_BOOST * s.name_coverage) * coverage, s)
         })
         .collect();
+    // Hits under a fifth of the best are dropped anyway: drop them before sorting.
+    let top = scored.iter().map(|&(score, _)| score).fold(0.0, f32::max);
+    scored.retain(|&(score, _)| score >= top * RELATIVE_FLOOR);
     // Equal scores are rare; only then are the documents' names read.
     let order = |a: &(f32, Candidate), b: &(f32, Candidate)| -> Ordering {
         b.0.total_cmp(&a.0)
@@ -130,7 +129,7 @@ fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> V
     }
     scored.sort_unstable_by(order);
     let best = f64::from(parsed.idf_total * Index::reference_weight() * (1.0 + NAME_BOOST));
-    let ranked: Vec<(DocRef<'i>, f64)> = scored
+    scored
         .into_iter()
         .map(|(score, c)| {
             (
@@ -139,11 +138,6 @@ fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> V
             )
         })
         .take_while(|&(_, relevance)| relevance >= MIN_RELEVANCE)
-        .collect();
-    let floor = ranked.first().map_or(0.0, |&(_, top)| top * RELATIVE_FLOOR);
-    ranked
-        .into_iter()
-        .take_while(|&(_, relevance)| relevance >= floor)
         .collect()
 }
 
