@@ -2,8 +2,10 @@
 //!
 //! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema untouched, so
 //! `get_tool_details` returns it as the server gave it) plus what the rules decided. The
-//! catalog is replaced per server when that server's tool list arrives; per-tool content
-//! hashes say what changed. `snapshot` keeps tool lists on disk between runs.
+//! catalog is replaced per server when that server's tool list arrives, and so is that server's
+//! part of the search index it keeps beside the entries (see `search::index`), so a search
+//! never re-reads tool text; per-tool content hashes say what changed. [`file`] loads a whole
+//! catalog from a JSON Lines file; `snapshot` keeps tool lists on disk between runs.
 
 pub mod snapshot;
 
@@ -13,6 +15,9 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 
 use crate::rules::RuleSet;
+use crate::search::index::Index;
+
+pub mod file;
 
 /// Longest summary, in characters.
 pub const SUMMARY_MAX_CHARS: usize = 120;
@@ -47,15 +52,31 @@ impl ToolEntry {
     }
 }
 
-/// Tools by server, each server's list in the order the server reported it.
+/// Tools by server, each server's list in the order the server reported it, and the search
+/// index over them.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     servers: BTreeMap<String, Vec<ToolEntry>>,
+    /// Servers' own descriptions (from the config), searched with their tools.
+    descriptions: BTreeMap<String, String>,
+    index: Index,
 }
 
 impl Catalog {
-    /// Replace `server`'s tools, applying `rules`; says which tools were added, updated or
-    /// removed compared with the previous list.
+    /// An empty catalog that knows the servers' descriptions (name, description).
+    #[must_use]
+    pub fn with_descriptions<'a>(descriptions: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Self {
+            descriptions: descriptions
+                .into_iter()
+                .map(|(server, description)| (server.to_owned(), description.to_owned()))
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Replace `server`'s tools, applying `rules`, and re-index that server; says which tools
+    /// were added, updated or removed compared with the previous list.
     pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
         let entries: Vec<ToolEntry> = tools
             .into_iter()
@@ -73,12 +94,21 @@ impl Catalog {
             .collect();
         let changes = ToolChanges::between(self.server_tools(server).unwrap_or_default(), &entries);
         self.servers.insert(server.to_owned(), entries);
+        let description = self.descriptions.get(server).map(String::as_str);
+        self.index.set_server(server, description, &self.servers[server]);
         changes
     }
 
     /// Forget `server`'s tools.
     pub fn remove_server(&mut self, server: &str) {
         self.servers.remove(server);
+        self.index.remove_server(server);
+    }
+
+    /// The search index over every server's tools.
+    #[must_use]
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// `server`'s tools, or `None` if none were ever listed.

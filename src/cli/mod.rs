@@ -1,9 +1,10 @@
-//! The command line: `anygpt-discovery [--config FILE] [serve]`.
+//! The command line: `anygpt-discovery [--config FILE] [serve | search <query>]`.
 //!
 //! `run` is shared by the native binary (`main.rs`) and the Node bin (`node::run_cli`), so both
 //! accept the same arguments and exit with the same codes. It resolves the config (an object
 //! already evaluated by the JS side wins, then `--config`, then `ANYGPT_DISCOVERY_CONFIG`, then
-//! the default search order) and starts the chosen command. Only this module prints.
+//! the default search order) and starts the chosen command. Only this module prints (stdout
+//! through `output`). `search --catalog` and the hidden `eval` need no config.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -14,10 +15,15 @@ use serde_json::Value;
 use crate::config::{default_config_path, Config, CONFIG_ENV};
 use crate::engine::Engine;
 
-/// Exit codes (seed 003): 0 ok, 1 bad arguments or config.
+mod eval;
+mod output;
+mod search;
+
+/// Exit codes (seed 003): 0 ok, 1 bad arguments or config, 2 nothing found.
 pub mod exit {
     pub const OK: i32 = 0;
     pub const BAD_INPUT: i32 = 1;
+    pub const NOT_FOUND: i32 = 2;
 }
 
 #[derive(Debug, Parser)]
@@ -41,6 +47,11 @@ struct Cli {
 enum Command {
     /// Run the stdio MCP server (the default).
     Serve,
+    /// Search tools by task or name (exit 2 when nothing matches).
+    Search(search::SearchArgs),
+    /// Measure search quality and latency on a query set (see `npm run eval:search`).
+    #[command(hide = true)]
+    Eval(eval::EvalArgs),
 }
 
 /// A config evaluated elsewhere (by the JS bin): the object and where it came from.
@@ -62,19 +73,35 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         }
     };
     init_logging(cli.log_level.as_deref());
-    let config = match resolve_config(cli.config.as_ref(), config_object) {
-        Ok(config) => config,
-        Err(message) => {
+    let load_config = || {
+        resolve_config(cli.config.as_ref(), config_object).map_err(|message| {
             eprintln!("error: {message}");
-            return exit::BAD_INPUT;
-        }
+            exit::BAD_INPUT
+        })
     };
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
-            tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
-            crate::gateway::serve_stdio(Engine::new(config), shutdown).await;
-            exit::OK
+        Command::Serve => match load_config() {
+            Ok(config) => {
+                tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
+                crate::gateway::serve_stdio(Engine::new(config), shutdown).await;
+                exit::OK
+            }
+            Err(code) => code,
+        },
+        Command::Search(args) => {
+            let engine = match &args.catalog {
+                Some(path) => search::offline_engine(path).map_err(|message| {
+                    eprintln!("error: {message}");
+                    exit::BAD_INPUT
+                }),
+                None => load_config().map(Engine::new),
+            };
+            match engine {
+                Ok(engine) => search::run(args, engine).await,
+                Err(code) => code,
+            }
         }
+        Command::Eval(args) => eval::run(args).await,
     }
 }
 

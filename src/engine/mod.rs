@@ -183,6 +183,18 @@ impl Engine {
         }
     }
 
+    /// An engine over an offline catalog (e.g. [`crate::catalog::file::load`]) and no config:
+    /// its tools are searchable (with or without a `server` filter), but its servers are never
+    /// connected, so the other operations answer `SERVER_NOT_FOUND` for them.
+    #[must_use]
+    pub fn from_catalog(catalog: Catalog) -> Self {
+        let state = State::new(Config::empty());
+        *state.catalog.write().expect("catalog lock is never poisoned") = catalog;
+        Self {
+            state: Arc::new(RwLock::new(Arc::new(state))),
+        }
+    }
+
     fn current(&self) -> Arc<State> {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.ensure_started();
@@ -233,19 +245,18 @@ impl Engine {
     /// Ranked tools for a query.
     ///
     /// # Errors
-    /// `VALIDATION_ERROR` for an empty or over-long query or a bad limit; `SERVER_NOT_FOUND`
-    /// for an unknown `server` filter.
+    /// `VALIDATION_ERROR` for an empty query or a bad limit; `SERVER_NOT_FOUND` for an
+    /// unknown `server` filter. A query over `search::MAX_QUERY_CHARS` characters is cut
+    /// there (and the hint says so).
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let query = request.query.trim();
         if query.is_empty() {
             return Err(Error::validation("query: must not be empty"));
         }
-        if query.chars().count() > search::MAX_QUERY_CHARS {
-            return Err(Error::validation(format!(
-                "query: longer than {} characters",
-                search::MAX_QUERY_CHARS
-            )));
-        }
+        // A model that pastes data into its query (a file, base64) still meant the words at the
+        // start: search those rather than fail.
+        let truncated = query.char_indices().nth(search::MAX_QUERY_CHARS).map(|(at, _)| at);
+        let query = truncated.map_or(query, |at| &query[..at]);
         let limit = request.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
         if limit == 0 || limit > MAX_SEARCH_LIMIT {
             return Err(Error::validation(format!(
@@ -254,7 +265,9 @@ impl Engine {
         }
         let state = self.current();
         if let Some(server) = &request.server {
-            state.server(server)?;
+            if !state.read_catalog().index().has_server(server) {
+                state.server(server)?;
+            }
         }
         state.wait_all(SEARCH_WAIT).await;
         // Servers still starting; an idle server's tools are already known (snapshot).
@@ -284,13 +297,17 @@ impl Engine {
                 enabled: hit.entry.enabled,
             })
             .collect();
-        let hint = match (results.is_empty(), pending) {
+        let mut hint = match (results.is_empty(), pending) {
             (_, n) if n > 0 => Some(format!(
                 "{n} server(s) still starting; search again shortly for their tools"
             )),
             (true, _) => Some("no tool matches; try other words, or list_tools for a server".to_owned()),
             _ => None,
         };
+        if truncated.is_some() {
+            let note = format!("query cut to its first {} characters", search::MAX_QUERY_CHARS);
+            hint = Some(hint.map_or(note.clone(), |h| format!("{note}; {h}")));
+        }
         Ok(SearchResponse {
             results,
             pending: (pending > 0).then_some(pending),
@@ -407,7 +424,12 @@ impl State {
         let (events, receiver) = mpsc::unbounded_channel();
         Self {
             pool: Pool::new(config.servers(), base_dir, config.discovery.idle_timeout_ms, events),
-            catalog: RwLock::new(Catalog::default()),
+            catalog: RwLock::new(Catalog::with_descriptions(
+                config
+                    .servers()
+                    .iter()
+                    .filter_map(|s| Some((s.name.as_str(), s.description.as_deref()?))),
+            )),
             snapshots: config
                 .discovery
                 .cache

@@ -1,8 +1,13 @@
-//! "Did you mean": near names by edit distance, then names sharing words with the query.
+//! "Did you mean": close spellings first, then tools that mean the same thing.
+//!
+//! Spelling is edit distance over names (a typo budget of a third of the length, at least
+//! two); meaning is the search index queried with the wanted name's words, so
+//! `remove_ticket` finds `delete_ticket` through the thesaurus and `forecast_weather` finds a
+//! tool whose description talks about the weather.
 
 use crate::catalog::Catalog;
 
-use super::tokenize;
+use super::{search, tokenize, Query};
 
 const MAX_SUGGESTIONS: usize = 3;
 
@@ -23,63 +28,90 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Rank candidate names for `wanted`: close spellings first, then shared words.
-fn rank<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, String)>) -> Vec<String> {
+/// Candidates spelled like `wanted` (within the typo budget, or containing it or contained
+/// in it), closest first, then by label.
+fn by_spelling<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, String)>) -> Vec<String> {
     let wanted_lower = wanted.to_lowercase();
-    let wanted_words = tokenize(wanted);
     let budget = (wanted_lower.chars().count() / 3).max(2);
     let mut scored: Vec<(usize, String)> = candidates
         .filter_map(|(name, label)| {
             let lower = name.to_lowercase();
             let distance = edit_distance(&wanted_lower, &lower);
-            let shared = tokenize(name).iter().filter(|w| wanted_words.contains(w)).count();
             let contains = lower.contains(&wanted_lower) || wanted_lower.contains(&lower);
-            if distance <= budget || contains {
-                Some((distance, label))
-            } else if shared > 0 {
-                Some((100 - shared.min(50), label))
-            } else {
-                None
-            }
+            (distance <= budget || contains).then_some((distance, label))
         })
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
-    scored
-        .into_iter()
-        .take(MAX_SUGGESTIONS)
-        .map(|(_, label)| label)
-        .collect()
+    scored.into_iter().map(|(_, label)| label).collect()
 }
 
-/// Tools whose names are close to `tool`, as `server:tool`; those of `server` come first.
+/// Candidates sharing words with `wanted`, most shared first (for server names, which have
+/// no descriptions to search).
+fn by_shared_words<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, String)>) -> Vec<String> {
+    let wanted_words = tokenize::words(wanted);
+    let mut scored: Vec<(std::cmp::Reverse<usize>, String)> = candidates
+        .filter_map(|(name, label)| {
+            let shared = tokenize::words(name)
+                .iter()
+                .filter(|w| wanted_words.contains(w))
+                .count();
+            (shared > 0).then_some((std::cmp::Reverse(shared), label))
+        })
+        .collect();
+    scored.sort();
+    scored.into_iter().map(|(_, label)| label).collect()
+}
+
+/// Tools whose names are close to `tool`, as `server:tool`: near spellings on `server`, then
+/// on other servers, then tools the index finds for the name's words.
 #[must_use]
 pub fn suggest_tools(catalog: &Catalog, server: &str, tool: &str) -> Vec<String> {
-    let own = rank(
-        tool,
-        catalog
-            .server_tools(server)
-            .unwrap_or_default()
-            .iter()
-            .map(|e| (e.name(), e.id())),
-    );
-    if own.len() >= MAX_SUGGESTIONS {
-        return own;
-    }
-    let others = rank(
+    let own = catalog.server_tools(server).unwrap_or_default();
+    let spelled_here = by_spelling(tool, own.iter().map(|e| (e.name(), e.id())));
+    let spelled_elsewhere = by_spelling(
         tool,
         catalog
             .tools()
             .filter(|e| e.server != server)
             .map(|e| (e.name(), e.id())),
     );
-    own.into_iter().chain(others).take(MAX_SUGGESTIONS).collect()
+    let words = tokenize::words(tool).join(" ");
+    let meant = search(
+        catalog,
+        &Query {
+            text: &words,
+            server: None,
+            limit: MAX_SUGGESTIONS * 2,
+            include_disabled: false,
+        },
+    )
+    .into_iter()
+    .map(|hit| hit.entry.id());
+    let mut suggestions: Vec<String> = Vec::new();
+    for id in spelled_here.into_iter().chain(spelled_elsewhere).chain(meant) {
+        if !suggestions.contains(&id) {
+            suggestions.push(id);
+        }
+        if suggestions.len() == MAX_SUGGESTIONS {
+            break;
+        }
+    }
+    suggestions
 }
 
-/// Server names close to `server`.
+/// Server names close to `server`: near spellings, then names sharing a word.
 #[must_use]
 pub fn suggest_servers<'a>(names: impl Iterator<Item = &'a str>, server: &str) -> Vec<String> {
-    rank(server, names.map(|n| (n, n.to_owned())))
+    let names: Vec<&str> = names.collect();
+    let mut suggestions = by_spelling(server, names.iter().map(|&n| (n, n.to_owned())));
+    for name in by_shared_words(server, names.iter().map(|&n| (n, n.to_owned()))) {
+        if !suggestions.contains(&name) {
+            suggestions.push(name);
+        }
+    }
+    suggestions.truncate(MAX_SUGGESTIONS);
+    suggestions
 }
 
 #[cfg(test)]
@@ -127,8 +159,36 @@ mod tests {
     }
 
     #[test]
+    fn meaning_finds_tools_no_spelling_reaches() {
+        let mut catalog = catalog();
+        let schema = Arc::new(serde_json::Map::new());
+        catalog.set_server_tools(
+            "weather",
+            vec![Tool::new(
+                "get_forecast",
+                "Weather forecast and temperature for a city",
+                schema,
+            )],
+            &RuleSet::default(),
+        );
+        let s = suggest_tools(&catalog, "weather", "current_temperature");
+        assert_eq!(s, ["weather:get_forecast"]);
+        let s = suggest_tools(&catalog, "jira", "discard_ticket");
+        assert_eq!(s[0], "jira:create_ticket");
+    }
+
+    #[test]
+    fn no_suggestion_for_unrelated_names() {
+        assert!(suggest_tools(&catalog(), "github", "zzzzqqqqxxxx").is_empty());
+    }
+
+    #[test]
     fn servers_by_spelling() {
         assert_eq!(suggest_servers(["github", "jira"].into_iter(), "githb"), ["github"]);
         assert!(suggest_servers(["github"].into_iter(), "zzzzzzzz").is_empty());
+        assert_eq!(
+            suggest_servers(["mcp-github", "jira"].into_iter(), "github-enterprise"),
+            ["mcp-github"]
+        );
     }
 }

@@ -5,3 +5,4 @@
 
 mod gateway_in_process;
 mod native_bin;
+mod search_catalog;

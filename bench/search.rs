@@ -1,0 +1,214 @@
+//! Search latency and index memory at 1k and 10k tools.
+//!
+//! ```sh
+//! cargo bench --bench search --target x86_64-unknown-linux-gnu [-- <shared/data dir>]
+//! ```
+//!
+//! Builds catalogs from `catalogs/combined.jsonl` (the first 1,000 tools; and 10,000 tools by
+//! repeating it under renamed servers), measures the heap the search index takes with a
+//! counting global allocator (bytes live after building minus before), and times every
+//! development query of `queries/dev/*.jsonl` through `Engine::search` — the path
+//! `search_tools` takes — and through `search::search` alone. See `bench/README.md`.
+
+#![expect(
+    unsafe_code,
+    reason = "a counting global allocator is the honest way to measure heap use"
+)]
+#![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use discovery::catalog::{file, Catalog};
+use discovery::engine::{Engine, SearchRequest};
+use discovery::search::index::Index;
+use discovery::search::{self, Query};
+
+/// Wraps the system allocator and keeps the number of live heap bytes.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to `System`; the counter does not affect memory.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        LIVE.fetch_add(new_size, Ordering::Relaxed);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Timed passes over the query set after one warm-up pass.
+const PASSES: usize = 20;
+
+fn main() {
+    let data = std::env::args().skip(1).find(|a| !a.starts_with('-')).map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data"),
+        PathBuf::from,
+    );
+    let combined = std::fs::read_to_string(data.join("catalogs/combined.jsonl"))
+        .unwrap_or_else(|e| panic!("{}: {e} (pass the shared/data folder as the argument)", data.display()));
+    let lines: Vec<&str> = combined.lines().filter(|l| !l.trim().is_empty()).collect();
+    let queries = dev_queries(&data.join("queries/dev"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+
+    println!("| tools | index heap | catalog heap (entries + index) | index build | Engine::search p50 / p99 | search::search p50 / p99 |");
+    println!("|---|---|---|---|---|---|");
+    for tools in [1_000, 10_000] {
+        let text = catalog_text(&lines, tools);
+        let before = LIVE.load(Ordering::Relaxed);
+        let catalog = file::parse(&text, "bench").unwrap();
+        let catalog_bytes = LIVE.load(Ordering::Relaxed) - before;
+        let (index_bytes, build) = index_heap(&catalog);
+        let direct = time_direct(&catalog, &queries);
+        let engine = Engine::from_catalog(catalog);
+        let through_engine = runtime.block_on(time_engine(&engine, &queries));
+        println!(
+            "| {tools} | {:.1} MB | {:.1} MB | {:.0} ms | {} | {} |",
+            mb(index_bytes),
+            mb(catalog_bytes),
+            build.as_secs_f64() * 1_000.0,
+            percentiles(through_engine),
+            percentiles(direct),
+        );
+    }
+    println!(
+        "\n{} queries (every dev set), {PASSES} timed passes each, one thread.",
+        queries.len()
+    );
+}
+
+/// The first `tools` catalog lines, repeating the file under renamed servers as needed.
+fn catalog_text(lines: &[&str], tools: usize) -> String {
+    let mut out = String::new();
+    for i in 0..tools {
+        let copy = i / lines.len();
+        let line = lines[i % lines.len()];
+        if copy == 0 {
+            out.push_str(line);
+        } else {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let server = format!("{}-copy{copy}", value["server"].as_str().unwrap());
+            value["server"] = server.into();
+            out.push_str(&value.to_string());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Heap held by an index over `catalog`'s tools alone, and how long building it took.
+fn index_heap(catalog: &Catalog) -> (usize, Duration) {
+    let mut servers: Vec<&str> = catalog.tools().map(|e| e.server.as_str()).collect();
+    servers.dedup();
+    let before = LIVE.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let mut index = Index::default();
+    for server in servers {
+        index.set_server(server, None, catalog.server_tools(server).unwrap());
+    }
+    let took = start.elapsed();
+    let bytes = LIVE.load(Ordering::Relaxed) - before;
+    assert_eq!(index.len(), catalog.tools().count());
+    (bytes, took)
+}
+
+fn time_direct(catalog: &Catalog, queries: &[String]) -> Vec<Duration> {
+    let mut times = Vec::new();
+    for pass in 0..=PASSES {
+        for text in queries {
+            let query = Query {
+                text,
+                server: None,
+                limit: 10,
+                include_disabled: false,
+            };
+            let start = Instant::now();
+            let hits = search::search(catalog, &query);
+            let took = start.elapsed();
+            std::hint::black_box(hits);
+            if pass > 0 {
+                times.push(took);
+            }
+        }
+    }
+    times
+}
+
+async fn time_engine(engine: &Engine, queries: &[String]) -> Vec<Duration> {
+    let mut times = Vec::new();
+    for pass in 0..=PASSES {
+        for text in queries {
+            let request = SearchRequest {
+                query: text.clone(),
+                server: None,
+                limit: Some(10),
+                include_disabled: false,
+            };
+            let start = Instant::now();
+            let response = engine.search(&request).await;
+            let took = start.elapsed();
+            std::hint::black_box(response.ok());
+            if pass > 0 {
+                times.push(took);
+            }
+        }
+    }
+    times
+}
+
+fn dev_queries(dir: &Path) -> Vec<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .flat_map(|path| {
+            std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| {
+                    let value: serde_json::Value = serde_json::from_str(l).unwrap();
+                    value["query"].as_str().unwrap().to_owned()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn percentiles(mut times: Vec<Duration>) -> String {
+    times.sort_unstable();
+    let at = |pct: usize| {
+        let rank = (times.len() * pct).div_ceil(100).clamp(1, times.len());
+        times[rank - 1].as_secs_f64() * 1_000.0
+    };
+    format!("{:.3} / {:.3} ms", at(50), at(99))
+}
+
+#[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]
+fn mb(bytes: usize) -> f64 {
+    bytes as f64 / 1_000_000.0
+}

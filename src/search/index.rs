@@ -1,0 +1,527 @@
+//! The inverted index: BM25F over five fields, kept per server, scored in one pass.
+//!
+//! Each tool is a document with five fields — name, server (name and description),
+//! description, parameters (names and descriptions), tags — each with its own weight and
+//! length normalisation. Terms are interned (`u32`); a term's postings hold, per document,
+//! the term's saturated BM25F weight `w / (K1 + w)`, where `w` sums the field frequencies
+//! scaled by field weight and length. Precomputing that weight makes a query one pass over
+//! the postings of its terms into a dense accumulator: only documents that share a term
+//! with the query are touched, and no text is looked at while searching.
+//!
+//! The index changes per server ([`Index::set_server`]): the replaced server's documents
+//! leave the postings of their own terms, the new ones are appended; other servers'
+//! postings are not rebuilt. Length normalisation uses the catalog's average field lengths;
+//! they are refreshed (one pass over the forward lists, no re-tokenising) only when they
+//! drift by more than [`NORM_DRIFT`], so adding servers one by one stays cheap.
+//! Interned terms are never forgotten: the vocabulary only grows with new words.
+//!
+//! What a score *means* (relevance 0..1, the exact-name rule, thresholds) is decided by the
+//! caller, `search::mod`; this module only answers "which documents, with what weight".
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::tokenize;
+use crate::catalog::ToolEntry;
+
+/// Number of fields.
+const FIELDS: usize = 5;
+const NAME: usize = 0;
+const SERVER: usize = 1;
+const DESCRIPTION: usize = 2;
+const PARAMS: usize = 3;
+const TAGS: usize = 4;
+
+/// Per-field weight: the name says what a tool does; the description explains it at length;
+/// parameters and the server's own words are weaker evidence.
+const FIELD_WEIGHT: [f32; FIELDS] = [3.0, 0.6, 1.0, 0.4, 1.5];
+/// Per-field length normalisation (BM25's `b`). Descriptions range from five words to tens of
+/// thousands of characters: full normalisation keeps a huge description from matching every
+/// query through sheer size. Names and tags are short and even; they are barely normalised.
+const FIELD_B: [f32; FIELDS] = [0.3, 0.3, 0.75, 0.75, 0.0];
+/// BM25 term-frequency saturation.
+const K1: f32 = 1.2;
+/// Terms kept per field; beyond this a field is a document dump, and its length (still
+/// counted in full) already makes each of its terms weigh almost nothing.
+const MAX_FIELD_TERMS: usize = 2_000;
+/// Relative change of an average field length that triggers re-weighting the postings.
+const NORM_DRIFT: f32 = 0.1;
+/// Marks a posting whose term occurs in the document's name.
+const IN_NAME: u32 = 1 << 31;
+
+/// One document's entry in a term's postings.
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    /// Document slot, with [`IN_NAME`] set when the term is in the tool's name.
+    doc: u32,
+    /// Saturated BM25F term weight, in 0..1.
+    weight: f32,
+}
+
+/// One indexed tool.
+#[derive(Debug, Clone)]
+struct Doc {
+    server: Arc<str>,
+    name: Box<str>,
+    /// Position in the server's tool list (what the catalog resolves).
+    position: u32,
+    enabled: bool,
+    /// Terms per field, counted before [`MAX_FIELD_TERMS`] applies.
+    lens: [u32; FIELDS],
+    /// Distinct terms of the name.
+    name_terms: u16,
+    /// Forward list: each distinct term with its frequency per field (saturating at 255).
+    terms: Box<[(u32, [u8; FIELDS])]>,
+}
+
+/// What the hot loops read about a slot: small and contiguous, so scoring never touches the
+/// (large) `Doc`s of documents that do not make the top.
+#[derive(Debug, Clone, Copy, Default)]
+struct SlotMeta {
+    live: bool,
+    enabled: bool,
+    /// Distinct terms of the name.
+    name_terms: u16,
+    /// The server's ordinal in `Index::server_ords`.
+    server: u32,
+}
+
+/// Per-slot sums of one query, kept in a reused per-thread buffer.
+#[derive(Debug, Clone, Copy, Default)]
+struct Acc {
+    bm25: f32,
+    matched: f32,
+    name: f32,
+}
+
+thread_local! {
+    /// Reused accumulators: allocating and zeroing one per query would cost more than
+    /// scoring a typical query; only the touched slots are reset after use.
+    static SCRATCH: RefCell<Vec<Acc>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A document sharing a term with the query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub slot: u32,
+    /// Weighted BM25F sum over the query's terms.
+    pub bm25: f32,
+    /// Sum of the idf (times query weight) of the query terms this document has.
+    pub matched: f32,
+    /// Share of the name's terms the query covers (expansions count at their weight), 0..1.
+    pub name_coverage: f32,
+}
+
+/// Where a document's tool lives, resolved by the caller through the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DocRef<'a> {
+    pub server: &'a str,
+    pub name: &'a str,
+    pub position: usize,
+}
+
+/// A query term resolved against the index.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryTerm {
+    pub term: u32,
+    /// 1 for a word of the query, less for an expansion.
+    pub weight: f32,
+}
+
+/// Which documents a search may return.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Filter<'q> {
+    pub server: Option<&'q str>,
+    pub include_disabled: bool,
+}
+
+impl Filter<'_> {
+    fn keeps(&self, doc: &Doc) -> bool {
+        (self.include_disabled || doc.enabled) && self.server.is_none_or(|s| *s == *doc.server)
+    }
+}
+
+/// A [`Filter`] with its server resolved to an ordinal.
+#[derive(Debug, Clone, Copy)]
+struct SlotFilter {
+    server: Option<u32>,
+    include_disabled: bool,
+}
+
+impl SlotFilter {
+    fn keeps(self, meta: SlotMeta) -> bool {
+        meta.live && (self.include_disabled || meta.enabled) && self.server.is_none_or(|s| s == meta.server)
+    }
+}
+
+/// The inverted index over every server's tools.
+#[derive(Clone, Default)]
+pub struct Index {
+    vocabulary: HashMap<Box<str>, u32>,
+    /// Postings by term id, in no particular order.
+    postings: Vec<Vec<Posting>>,
+    /// Document slots; `None` is a free slot (listed in `free`).
+    docs: Vec<Option<Doc>>,
+    /// Per slot, what scoring needs (parallel to `docs`).
+    meta: Vec<SlotMeta>,
+    /// Server ordinals (never reused for another name).
+    server_ords: HashMap<Arc<str>, u32>,
+    free: Vec<u32>,
+    /// Each server's document slots.
+    servers: BTreeMap<Arc<str>, Vec<u32>>,
+    /// Lowercased tool name → slots, for exact-name lookups.
+    names: HashMap<Box<str>, Vec<u32>>,
+    len_sum: [u64; FIELDS],
+    live: u32,
+    /// Average field lengths the posting weights were computed with.
+    norm_avg: [f32; FIELDS],
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("documents", &self.live)
+            .field("terms", &self.vocabulary.len())
+            .field("servers", &self.servers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Index {
+    /// Replace `server`'s documents with `tools` (an empty list removes the server).
+    /// `description` is the server's own description, if it has one.
+    pub fn set_server(&mut self, server: &str, description: Option<&str>, tools: &[ToolEntry]) {
+        self.remove_docs(server);
+        if tools.is_empty() {
+            self.refresh_norms();
+            return;
+        }
+        let server_arc: Arc<str> = Arc::from(server);
+        let server_terms = server_field_terms(server, description);
+        let mut slots = Vec::with_capacity(tools.len());
+        for (position, entry) in tools.iter().enumerate() {
+            let doc = self.analyze(
+                &server_arc,
+                &server_terms,
+                u32::try_from(position).unwrap_or(u32::MAX),
+                entry,
+            );
+            slots.push(self.insert(doc));
+        }
+        self.servers.insert(server_arc, slots);
+        self.refresh_norms();
+    }
+
+    /// Forget `server`'s documents.
+    pub fn remove_server(&mut self, server: &str) {
+        self.remove_docs(server);
+        self.refresh_norms();
+    }
+
+    /// Number of indexed tools.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.live as usize
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The interned id of a term, if any tool has it.
+    #[must_use]
+    pub fn term(&self, term: &str) -> Option<u32> {
+        self.vocabulary
+            .get(term)
+            .copied()
+            .filter(|&t| !self.postings[t as usize].is_empty())
+    }
+
+    /// BM25 inverse document frequency of `term` (`None`: a term no tool has, the rarest).
+    #[must_use]
+    pub fn idf(&self, term: Option<u32>) -> f32 {
+        let df = term.map_or(0, |t| self.postings[t as usize].len());
+        #[expect(clippy::cast_precision_loss, reason = "document counts are far below 2^24")]
+        let (n, df) = (self.live as f32, df as f32);
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// The weight a term gets in a tool that has it once in its name and once in its
+    /// description, both of average length: what a "full" match of one word looks like.
+    #[must_use]
+    pub fn reference_weight() -> f32 {
+        let w = FIELD_WEIGHT[NAME] + FIELD_WEIGHT[DESCRIPTION];
+        w / (K1 + w)
+    }
+
+    /// Documents named exactly `name` (case-insensitive), passing `filter`, as
+    /// `(server, name, position)`, ordered by server then name.
+    #[must_use]
+    pub fn named(&self, name: &str, filter: Filter<'_>) -> Vec<(&str, &str, usize)> {
+        let Some(slots) = self.names.get(name.to_lowercase().as_str()) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(&str, &str, usize)> = slots
+            .iter()
+            .filter_map(|&slot| self.doc(slot))
+            .filter(|doc| filter.keeps(doc))
+            .map(|doc| (&*doc.server, &*doc.name, doc.position as usize))
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// Whether `server` has documents.
+    #[must_use]
+    pub fn has_server(&self, server: &str) -> bool {
+        self.servers.contains_key(server)
+    }
+
+    /// Every document sharing a term with `query` and passing `filter`, with its BM25F sum,
+    /// matched idf and name coverage; unordered.
+    #[must_use]
+    pub fn score(&self, query: &[QueryTerm], filter: Filter<'_>) -> Vec<Candidate> {
+        let server = match filter.server {
+            Some(name) => match self.server_ords.get(name) {
+                Some(&ord) => Some(ord),
+                None => return Vec::new(),
+            },
+            None => None,
+        };
+        let filter = SlotFilter {
+            server,
+            include_disabled: filter.include_disabled,
+        };
+        SCRATCH.with_borrow_mut(|acc| {
+            if acc.len() < self.docs.len() {
+                acc.resize(self.docs.len(), Acc::default());
+            }
+            let mut touched: Vec<u32> = Vec::new();
+            for q in query {
+                let idf = self.idf(Some(q.term)) * q.weight;
+                for p in &self.postings[q.term as usize] {
+                    let slot = p.doc & !IN_NAME;
+                    let a = &mut acc[slot as usize];
+                    if a.matched == 0.0 {
+                        touched.push(slot);
+                    }
+                    a.bm25 += idf * p.weight;
+                    a.matched += idf;
+                    if p.doc & IN_NAME != 0 {
+                        a.name += q.weight;
+                    }
+                }
+            }
+            let mut out = Vec::with_capacity(touched.len());
+            for slot in touched {
+                let a = std::mem::take(&mut acc[slot as usize]);
+                let meta = self.meta[slot as usize];
+                if filter.keeps(meta) {
+                    out.push(Candidate {
+                        slot,
+                        bm25: a.bm25,
+                        matched: a.matched,
+                        name_coverage: (a.name / f32::from(meta.name_terms.max(1))).min(1.0),
+                    });
+                }
+            }
+            out
+        })
+    }
+
+    /// Where the document in `slot` lives (a slot from [`Index::score`] of this index).
+    #[must_use]
+    pub fn doc_ref(&self, slot: u32) -> DocRef<'_> {
+        let doc = self.doc(slot).expect("scored slots hold documents");
+        DocRef {
+            server: &doc.server,
+            name: &doc.name,
+            position: doc.position as usize,
+        }
+    }
+
+    /// Every `(server, name)` of the index, for suggestions.
+    pub fn names(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.docs.iter().flatten().map(|d| (&*d.server, &*d.name))
+    }
+
+    fn doc(&self, slot: u32) -> Option<&Doc> {
+        self.docs.get(slot as usize)?.as_ref()
+    }
+
+    fn intern(&mut self, term: &str) -> u32 {
+        if let Some(&id) = self.vocabulary.get(term) {
+            return id;
+        }
+        let id = u32::try_from(self.postings.len()).expect("fewer than 2^32 distinct terms");
+        self.vocabulary.insert(term.into(), id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    /// Tokenise one tool into a document (interning its terms).
+    fn analyze(&mut self, server: &Arc<str>, server_terms: &[String], position: u32, entry: &ToolEntry) -> Doc {
+        let mut fields: [Vec<String>; FIELDS] = Default::default();
+        fields[NAME] = tokenize::terms(entry.name());
+        fields[SERVER] = server_terms.to_vec();
+        fields[DESCRIPTION] = tokenize::terms(entry.description());
+        fields[PARAMS] = param_terms(&entry.tool.input_schema);
+        fields[TAGS] = entry.tags.iter().flat_map(|t| tokenize::terms(t)).collect();
+        let mut lens = [0u32; FIELDS];
+        let mut counts: BTreeMap<u32, [u8; FIELDS]> = BTreeMap::new();
+        for (field, terms) in fields.iter().enumerate() {
+            lens[field] = u32::try_from(terms.len()).unwrap_or(u32::MAX);
+            for term in terms.iter().take(MAX_FIELD_TERMS) {
+                let id = self.intern(term);
+                let tf = &mut counts.entry(id).or_default()[field];
+                *tf = tf.saturating_add(1);
+            }
+        }
+        let name_terms = counts.values().filter(|tf| tf[NAME] > 0).count();
+        Doc {
+            server: server.clone(),
+            name: entry.name().into(),
+            position,
+            enabled: entry.enabled,
+            lens,
+            name_terms: u16::try_from(name_terms).unwrap_or(u16::MAX),
+            terms: counts.into_iter().collect(),
+        }
+    }
+
+    fn insert(&mut self, doc: Doc) -> u32 {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.docs.push(None);
+            u32::try_from(self.docs.len() - 1).expect("fewer than 2^31 tools")
+        });
+        for (field, len) in doc.lens.iter().enumerate() {
+            self.len_sum[field] += u64::from(*len);
+        }
+        self.live += 1;
+        for &(term, tf) in &doc.terms {
+            self.postings[term as usize].push(posting(slot, tf, doc.lens, self.norm_avg));
+        }
+        self.names.entry(doc.name.to_lowercase().into()).or_default().push(slot);
+        let next_ord = u32::try_from(self.server_ords.len()).expect("fewer than 2^32 servers");
+        let server = *self.server_ords.entry(doc.server.clone()).or_insert(next_ord);
+        if self.meta.len() < self.docs.len() {
+            self.meta.resize(self.docs.len(), SlotMeta::default());
+        }
+        self.meta[slot as usize] = SlotMeta {
+            live: true,
+            enabled: doc.enabled,
+            name_terms: doc.name_terms,
+            server,
+        };
+        self.docs[slot as usize] = Some(doc);
+        slot
+    }
+
+    /// Take `server`'s documents out of the postings of the terms they use, and nothing else.
+    fn remove_docs(&mut self, server: &str) {
+        let Some(slots) = self.servers.remove(server) else {
+            return;
+        };
+        let mut affected: Vec<u32> = Vec::new();
+        for &slot in &slots {
+            let doc = self.docs[slot as usize]
+                .take()
+                .expect("a server's slots hold its documents");
+            self.meta[slot as usize] = SlotMeta::default();
+            for (field, len) in doc.lens.iter().enumerate() {
+                self.len_sum[field] -= u64::from(*len);
+            }
+            self.live -= 1;
+            affected.extend(doc.terms.iter().map(|&(t, _)| t));
+            let key = doc.name.to_lowercase();
+            if let Some(named) = self.names.get_mut(key.as_str()) {
+                named.retain(|&s| s != slot);
+                if named.is_empty() {
+                    self.names.remove(key.as_str());
+                }
+            }
+        }
+        affected.sort_unstable();
+        affected.dedup();
+        let mut removed = slots;
+        removed.sort_unstable();
+        for term in affected {
+            self.postings[term as usize].retain(|p| removed.binary_search(&(p.doc & !IN_NAME)).is_err());
+        }
+        self.free.extend(removed);
+    }
+
+    /// Re-weight every posting when the average field lengths moved by more than
+    /// [`NORM_DRIFT`] since the weights were computed.
+    fn refresh_norms(&mut self) {
+        if self.live == 0 {
+            return;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "term counts are far below 2^24 per tool")]
+        let current: [f32; FIELDS] = std::array::from_fn(|f| self.len_sum[f] as f32 / self.live as f32);
+        let drifted = current
+            .iter()
+            .zip(self.norm_avg)
+            .any(|(&now, then)| (now - then).abs() > NORM_DRIFT * then.max(f32::EPSILON));
+        if !drifted {
+            return;
+        }
+        self.norm_avg = current;
+        for postings in &mut self.postings {
+            postings.clear();
+        }
+        for (slot, doc) in self.docs.iter().enumerate() {
+            let Some(doc) = doc else { continue };
+            let slot = u32::try_from(slot).expect("fewer than 2^31 tools");
+            for &(term, tf) in &doc.terms {
+                self.postings[term as usize].push(posting(slot, tf, doc.lens, self.norm_avg));
+            }
+        }
+    }
+}
+
+/// A posting for `slot` with its saturated BM25F weight.
+fn posting(slot: u32, tf: [u8; FIELDS], lens: [u32; FIELDS], avg: [f32; FIELDS]) -> Posting {
+    let mut w = 0.0;
+    for field in 0..FIELDS {
+        if tf[field] == 0 {
+            continue;
+        }
+        #[expect(clippy::cast_precision_loss, reason = "lengths are far below 2^24 terms")]
+        let relative = lens[field] as f32 / avg[field].max(1.0);
+        let norm = 1.0 - FIELD_B[field] + FIELD_B[field] * relative;
+        w += FIELD_WEIGHT[field] * f32::from(tf[field]) / norm;
+    }
+    Posting {
+        doc: slot | if tf[NAME] > 0 { IN_NAME } else { 0 },
+        weight: w / (K1 + w),
+    }
+}
+
+/// Terms of the server field: the server's name and description.
+fn server_field_terms(server: &str, description: Option<&str>) -> Vec<String> {
+    let mut terms = tokenize::terms(server);
+    if let Some(description) = description {
+        terms.extend(tokenize::terms(description));
+    }
+    terms
+}
+
+/// Terms of the parameters: each top-level property's name and description.
+fn param_terms(schema: &serde_json::Map<String, Value>) -> Vec<String> {
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return Vec::new();
+    };
+    let mut terms = Vec::new();
+    for (name, property) in properties {
+        terms.extend(tokenize::terms(name));
+        if let Some(Value::String(description)) = property.get("description") {
+            terms.extend(tokenize::terms(description));
+        }
+    }
+    terms
+}
