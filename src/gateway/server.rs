@@ -86,8 +86,40 @@ where
     engine.close().await;
 }
 
-/// Serve over this process's stdin/stdout, as raw pipes: never through a runtime's own
-/// stdin object (inside Node that would compete with Node for fd 0).
+/// Serve over this process's stdin/stdout, never through a runtime's own stdin object (inside
+/// Node that would compete with Node for fd 0).
+///
+/// MCP clients connect a stdio server with pipes or, as Node's `child_process` does, with unix
+/// socket pairs. rmcp's `stdio_pipes` drives FIFOs on the reactor but falls back to blocking
+/// reads on the thread pool for sockets, which costs a thread hand-off per message; sockets get
+/// the reactor here too.
 pub async fn serve_stdio(engine: Engine, shutdown: impl Future<Output = ()>) {
+    #[cfg(unix)]
+    if let Some((read, write)) = stdio_sockets() {
+        tracing::debug!("stdio: unix sockets on the reactor");
+        serve(engine, (read, write), shutdown).await;
+        return;
+    }
     serve(engine, rmcp::transport::stdio_pipes(), shutdown).await;
+}
+
+/// Duplicates of fd 0 and 1 as non-blocking tokio sockets, when both are unix sockets.
+#[cfg(unix)]
+fn stdio_sockets() -> Option<(tokio::net::UnixStream, tokio::net::UnixStream)> {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileTypeExt;
+
+    let socket = |fd: std::os::fd::BorrowedFd<'_>| {
+        let owned = fd.try_clone_to_owned().ok()?;
+        let file = std::fs::File::from(owned);
+        if !file.metadata().ok()?.file_type().is_socket() {
+            return None;
+        }
+        let stream = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(file));
+        // Shared with fd 0/1 (one open file description); nothing else in this process reads
+        // or writes them.
+        stream.set_nonblocking(true).ok()?;
+        tokio::net::UnixStream::from_std(stream).ok()
+    };
+    Some((socket(std::io::stdin().as_fd())?, socket(std::io::stdout().as_fd())?))
 }
