@@ -65,6 +65,19 @@ pub struct Query<'q> {
     pub include_disabled: bool,
 }
 
+impl<'q> Query<'q> {
+    /// `text` over every server's enabled tools, top 10 (what `search_tools` does by default).
+    #[must_use]
+    pub fn new(text: &'q str) -> Self {
+        Self {
+            text,
+            server: None,
+            limit: 10,
+            include_disabled: false,
+        }
+    }
+}
+
 /// Rank the catalog for `query`: exact names first, then ranked hits above [`MIN_RELEVANCE`].
 #[must_use]
 pub fn search<'a>(catalog: &'a Catalog, query: &Query<'_>) -> Vec<Hit<'a>> {
@@ -241,12 +254,7 @@ mod tests {
     }
 
     fn query(text: &str) -> Query<'_> {
-        Query {
-            text,
-            server: None,
-            limit: 10,
-            include_disabled: false,
-        }
+        Query::new(text)
     }
 
     fn ids(hits: &[Hit<'_>]) -> Vec<String> {

@@ -28,12 +28,7 @@ fn combined() -> Catalog {
 }
 
 fn query(text: &str) -> Query<'_> {
-    Query {
-        text,
-        server: None,
-        limit: 10,
-        include_disabled: false,
-    }
+    Query::new(text)
 }
 
 #[test]
