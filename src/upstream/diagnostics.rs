@@ -131,12 +131,13 @@ impl<R> StdoutTap<R> {
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for StdoutTap<R> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        // Every downstream response passes here: inspect the bytes in place, never copy them.
+        let this = self.get_mut();
         let before = buf.filled().len();
-        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
-            let fresh = buf.filled()[before..].to_vec();
-            self.inspect(&fresh);
+            this.inspect(&buf.filled()[before..]);
         }
         poll
     }
