@@ -460,9 +460,7 @@ impl State {
                     continue;
                 }
                 server.set_status(ServerStatus::Connecting);
-                let state = self.clone();
-                let name = server.spec.name.clone();
-                tokio::spawn(async move { state.connect(&name).await });
+                self.connect_in_background(&server.spec.name);
             }
             let receiver = self.events.lock().expect("events lock is never poisoned").take();
             if let Some(receiver) = receiver {
@@ -643,14 +641,15 @@ impl State {
             Err(CallFailure::Server(reason)) => Err(fail(reason)),
             Err(CallFailure::Closed(reason)) => {
                 self.pool.mark_lost(server, reason.clone()).await;
-                self.restart_in_background(server_name);
+                // Start it again right away, so the next call finds it ready.
+                self.connect_in_background(server_name);
                 Err(fail(reason))
             }
         }
     }
 
-    /// Start a crashed server again right away, so the next call finds it ready.
-    fn restart_in_background(self: &Arc<Self>, name: &str) {
+    /// Connect `name` (and index its tools) without waiting for it.
+    fn connect_in_background(self: &Arc<Self>, name: &str) {
         let (state, name) = (self.clone(), name.to_owned());
         tokio::spawn(async move { state.connect(&name).await });
     }
