@@ -31,6 +31,14 @@ fn query(text: &str) -> Query<'_> {
     Query::new(text)
 }
 
+/// `server:tool` of every hit for `text`, in rank order.
+fn ids(catalog: &Catalog, text: &str) -> Vec<String> {
+    search::search(catalog, &query(text))
+        .iter()
+        .map(|h| h.entry.id())
+        .collect()
+}
+
 #[test]
 fn every_exact_name_ranks_first_over_the_combined_catalog() {
     let catalog = combined();
@@ -76,14 +84,8 @@ fn the_same_query_gives_the_same_order() {
         "weather forecast",
         "send email",
     ] {
-        let first: Vec<String> = search::search(&catalog, &query(text))
-            .iter()
-            .map(|h| h.entry.id())
-            .collect();
-        let again: Vec<String> = search::search(&catalog, &query(text))
-            .iter()
-            .map(|h| h.entry.id())
-            .collect();
+        let first = ids(&catalog, text);
+        let again = ids(&catalog, text);
         assert!(!first.is_empty(), "{text}");
         assert_eq!(first, again, "{text}");
     }
@@ -94,14 +96,8 @@ fn a_reloaded_catalog_ranks_like_the_first() {
     let one = file::load(&fixture()).unwrap();
     let two = file::load(&fixture()).unwrap();
     for text in ["read file", "issue", "weather"] {
-        let a: Vec<String> = search::search(&one, &query(text))
-            .iter()
-            .map(|h| h.entry.id())
-            .collect();
-        let b: Vec<String> = search::search(&two, &query(text))
-            .iter()
-            .map(|h| h.entry.id())
-            .collect();
+        let a = ids(&one, text);
+        let b = ids(&two, text);
         assert_eq!(a, b, "{text}");
     }
 }
