@@ -7,7 +7,7 @@
 //! atomically; a file that does not parse, or whose header does not match, is ignored with a
 //! warning.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::model::Tool;
@@ -106,11 +106,6 @@ impl SnapshotStore {
         if let Err(error) = written {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }
-    }
-
-    #[must_use]
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 }
 

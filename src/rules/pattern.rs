@@ -78,12 +78,6 @@ impl Pattern {
         &self.source
     }
 
-    /// Whether this is a `!` pattern.
-    #[must_use]
-    pub fn is_negated(&self) -> bool {
-        self.negated
-    }
-
     /// Whether the body (ignoring `!`) matches `name`.
     #[must_use]
     pub fn body_matches(&self, name: &str) -> bool {
@@ -169,12 +163,6 @@ impl PatternList {
     #[must_use]
     pub fn is_match(&self, name: &str) -> bool {
         self.deciding(name).is_some()
-    }
-
-    /// The compiled patterns, in order.
-    #[must_use]
-    pub fn patterns(&self) -> &[Pattern] {
-        &self.0
     }
 }
 
