@@ -12,7 +12,10 @@ export type ServerConnection =
       /** Relative paths resolve against the config file's folder. */
       cwd?: string
     }
+  /** Streamable HTTP, falling back to legacy HTTP+SSE on the same URL. */
   | { type: 'http'; url: string; headers?: Record<string, string> }
+  /** Legacy HTTP+SSE only: `url` is the event stream (often `…/sse`). */
+  | { type: 'sse'; url: string; headers?: Record<string, string> }
 
 export interface ServerConfig {
   /** Unique; tools are addressed as `server:tool`. */

@@ -1,5 +1,5 @@
-// A streamable-HTTP downstream server: server-everything in its HTTP mode on 127.0.0.1,
-// reached through the same five meta-tools.
+// Remote downstream servers: server-everything in its streamable-HTTP and legacy HTTP+SSE
+// modes on 127.0.0.1, reached through the same five meta-tools.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
@@ -18,10 +18,10 @@ function freePort() {
   });
 }
 
-/** server-everything over streamable HTTP; resolves once it listens. */
-async function startHttpEverything() {
+/** server-everything over streamable HTTP (`/mcp`) or legacy SSE (`/sse`); resolves once it listens. */
+async function startHttpEverything(mode = 'streamableHttp') {
   const port = await freePort();
-  const child = spawn(process.execPath, [serverPaths.everything, 'streamableHttp'], {
+  const child = spawn(process.execPath, [serverPaths.everything, mode], {
     env: { ...process.env, PORT: String(port) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -29,11 +29,11 @@ async function startHttpEverything() {
     let output = '';
     child.stderr.on('data', (chunk) => {
       output += chunk;
-      if (output.includes('listening on port')) resolve();
+      if (/listening on port|running on port/i.test(output)) resolve();
     });
     child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
   });
-  return { child, url: `http://127.0.0.1:${port}/mcp` };
+  return { child, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
 }
 
 test('a streamable-HTTP server works through the five meta-tools', async () => {
@@ -63,6 +63,55 @@ test('a streamable-HTTP server works through the five meta-tools', async () => {
   }
 });
 
+/** Search for and run server-everything's echo on the server named `remote`. */
+async function assertEchoWorks(client, message) {
+  const { body: servers } = await call(client, 'list_mcp_servers');
+  assert.equal(servers.servers[0].status, 'connected', JSON.stringify(servers));
+  const { body: found } = await call(client, 'search_tools', { query: 'echo' });
+  assert.deepEqual([found.results[0].server, found.results[0].tool], ['remote', 'echo']);
+  const result = await client.callTool({
+    name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message } },
+  });
+  assert.equal(result.content[0].text, `Echo: ${message}`);
+}
+
+for (const type of ['http', 'sse']) {
+  test(`a legacy HTTP+SSE server works with connection type '${type}'`, async () => {
+    const sse = await startHttpEverything('sse');
+    const config = writeConfig({
+      discovery: { servers: [{ name: 'remote', connection: { type, url: sse.url, headers: { 'X-Client': 'anygpt-test' } } }] },
+    });
+    const gateway = await startGateway(config);
+    try {
+      await assertEchoWorks(gateway.client, `over ${type} to sse`);
+      // Concurrent calls share the one stream; each answer must reach its own caller.
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => gateway.client.callTool({
+        name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: `n${i}` } },
+      })));
+      assert.deepEqual(answers.map((a) => a.content[0].text), Array.from({ length: 20 }, (_, i) => `Echo: n${i}`));
+    } finally {
+      await gateway.client.close();
+      sse.child.kill();
+    }
+  });
+}
+
+test("connection type 'sse' against a streamable-only server fails with the reason", async () => {
+  const http = await startHttpEverything();
+  const config = writeConfig({
+    discovery: { servers: [{ name: 'remote', startupTimeoutMs: 3000, connection: { type: 'sse', url: http.url } }] },
+  });
+  const gateway = await startGateway(config);
+  try {
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    assert.equal(body.servers[0].status, 'error');
+    assert.match(body.servers[0].error, /GET http:\/\/127\.0\.0\.1:\d+\/mcp/, body.servers[0].error);
+  } finally {
+    await gateway.client.close();
+    http.child.kill();
+  }
+});
+
 test('an unreachable HTTP server is `error` with the reason', async () => {
   const port = await freePort();
   const config = writeConfig({
@@ -72,7 +121,8 @@ test('an unreachable HTTP server is `error` with the reason', async () => {
   try {
     const { body } = await call(gateway.client, 'list_mcp_servers');
     assert.equal(body.servers[0].status, 'error');
-    assert.ok(body.servers[0].error.length > 0);
+    // Both transports were tried, and each says why it failed.
+    assert.match(body.servers[0].error, /streamable HTTP: .+; legacy HTTP\+SSE: .+/, body.servers[0].error);
   } finally {
     await gateway.client.close();
   }

@@ -183,7 +183,10 @@ impl ServerSpec {
 pub enum TransportKind {
     #[default]
     Stdio,
+    /// Streamable HTTP, falling back to legacy HTTP+SSE when the server does not speak it.
     Http,
+    /// Legacy HTTP+SSE only (MCP 2024-11-05): `url` is the event stream.
+    Sse,
 }
 
 /// `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`).
@@ -410,8 +413,8 @@ fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (St
         TransportKind::Stdio if conn.command.as_deref().is_none_or(|c| c.trim().is_empty()) => {
             return Err((format!("{at}.command"), "a stdio connection needs a `command`".into()));
         }
-        TransportKind::Http if conn.url.as_deref().is_none_or(|u| u.trim().is_empty()) => {
-            return Err((format!("{at}.url"), "an http connection needs a `url`".into()));
+        TransportKind::Http | TransportKind::Sse if conn.url.as_deref().is_none_or(|u| u.trim().is_empty()) => {
+            return Err((format!("{at}.url"), "an http or sse connection needs a `url`".into()));
         }
         _ => {}
     }
@@ -503,6 +506,24 @@ mod tests {
     fn stdio_without_command_is_rejected() {
         let (path, _) = config_err(json!({ "discovery": { "servers": [{ "name": "a", "connection": {} }] } }));
         assert_eq!(path, "discovery.servers[0].connection.command");
+    }
+
+    #[test]
+    fn remote_connections_need_a_url_and_know_their_types() {
+        for kind in ["http", "sse"] {
+            let (path, reason) =
+                config_err(json!({ "discovery": { "servers": [{ "name": "a", "connection": { "type": kind } }] } }));
+            assert_eq!(path, "discovery.servers[0].connection.url");
+            assert!(reason.contains("needs a `url`"), "{reason}");
+        }
+        let sse = json!({ "servers": [{ "name": "a", "connection": { "type": "sse", "url": "http://h/sse" } }] });
+        let config = Config::from_value(sse, "x").unwrap();
+        assert_eq!(config.servers()[0].connection.kind, TransportKind::Sse);
+        let (path, reason) = config_err(
+            json!({ "discovery": { "servers": [{ "name": "a", "connection": { "type": "websocket", "url": "ws://h" } }] } }),
+        );
+        assert_eq!(path, "discovery.servers[0].connection.type");
+        assert!(reason.contains("unknown variant `websocket`"), "{reason}");
     }
 
     #[test]

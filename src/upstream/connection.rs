@@ -10,10 +10,11 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use process_wrap::tokio::{CommandWrap, KillOnDrop};
-use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use reqwest::Url;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
     ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
 use super::process::ProcessGroup;
+use super::sse::SseTransport;
 use crate::config::{expand, ServerSpec, TransportKind};
 
 /// How long closing stdin may take before the group is signalled.
@@ -151,8 +153,12 @@ impl Connection {
                 let (group, transport) = spawn_stdio(spec, base_dir, &diagnostics)?;
                 (group, handshake(client, transport, timeout, shutdown).await)
             }
-            TransportKind::Http => {
-                let transport = http_transport(spec)?;
+            TransportKind::Http => (
+                ProcessGroup::new(None),
+                open_http(spec, client, timeout, shutdown).await?,
+            ),
+            TransportKind::Sse => {
+                let transport = sse_transport(spec, timeout).await?;
                 (
                     ProcessGroup::new(None),
                     handshake(client, transport, timeout, shutdown).await,
@@ -314,13 +320,16 @@ impl Drop for CancelOnDrop {
     }
 }
 
+/// A session after its handshake, with the server's tools.
+type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
+
 /// The MCP handshake and the first full `tools/list`, within `timeout`.
 async fn handshake<T, E, A>(
     client: UpstreamClient,
     transport: T,
     timeout: Duration,
     shutdown: &CancellationToken,
-) -> Result<(RunningService<RoleClient, UpstreamClient>, Vec<Tool>), String>
+) -> Result<Session, String>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -375,30 +384,84 @@ fn spawn_stdio(
     Ok((group, (StdoutTap::new(stdout, diagnostics.clone()), stdin)))
 }
 
+/// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
+/// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
+/// clients that talk to older servers). The outer `Err` is for a spec that cannot work at all.
+async fn open_http(
+    spec: &ServerSpec,
+    client: UpstreamClient,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<Result<Session, String>, String> {
+    let started = Instant::now();
+    let streamable = handshake(client.clone(), streamable_transport(spec)?, timeout, shutdown).await;
+    let Err(streamable_error) = streamable else {
+        return Ok(streamable);
+    };
+    let left = timeout.saturating_sub(started.elapsed());
+    if left.is_zero() || shutdown.is_cancelled() {
+        return Ok(Err(streamable_error));
+    }
+    let fallback = match sse_transport(spec, left).await {
+        Ok(transport) => handshake(client, transport, left, shutdown).await,
+        Err(error) => Err(error),
+    };
+    Ok(fallback.map_err(|sse_error| format!("streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}")))
+}
+
 /// A streamable-HTTP transport to `connection.url` with `connection.headers` (expanded).
 /// `Authorization: Bearer …` goes through rmcp's own auth header; other headers as given.
-fn http_transport(spec: &ServerSpec) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    let conn = &spec.connection;
-    let url = expand::expand_env(conn.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    for (name, value) in &conn.headers {
-        let value = expand::expand_env(value).map_err(|e| format!("headers.{name}: {e}"))?;
-        if name.eq_ignore_ascii_case("authorization") {
-            if let Some(token) = value.strip_prefix("Bearer ") {
+fn streamable_transport(spec: &ServerSpec) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(http_url(spec)?);
+    for (name, value) in http_headers(spec)? {
+        let Some(name) = name else { continue };
+        if name == AUTHORIZATION {
+            if let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
                 config.auth_header = Some(token.to_owned());
                 continue;
             }
         }
+        config.custom_headers.insert(name, value);
+    }
+    Ok(StreamableHttpClientTransport::with_client(http_client()?, config))
+}
+
+/// The legacy SSE transport: its event stream opened and its endpoint known, within `timeout`.
+async fn sse_transport(spec: &ServerSpec, timeout: Duration) -> Result<SseTransport, String> {
+    let url = http_url(spec)?;
+    let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
+    let connect = SseTransport::connect(http_client()?, url, http_headers(spec)?, spec.name.clone());
+    tokio::time::timeout(timeout, connect).await.unwrap_or_else(|_| {
+        Err(format!(
+            "the SSE stream named no endpoint within {} ms",
+            timeout.as_millis()
+        ))
+    })
+}
+
+/// `connection.url` with `${VAR}` expanded.
+fn http_url(spec: &ServerSpec) -> Result<String, String> {
+    expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))
+}
+
+/// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
+fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, String> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &spec.connection.headers {
+        let value = expand::expand_env(value).map_err(|e| format!("headers.{name}: {e}"))?;
         let header = HeaderName::try_from(name.as_str()).map_err(|e| format!("headers.{name}: {e}"))?;
         // The value may be a secret: say what is wrong without echoing it.
         let value = HeaderValue::try_from(value).map_err(|_| format!("headers.{name}: not a valid header value"))?;
-        config.custom_headers.insert(header, value);
+        headers.insert(header, value);
     }
+    Ok(headers)
+}
+
+fn http_client() -> Result<reqwest::Client, String> {
     install_crypto_provider();
-    let client = reqwest::Client::builder()
+    reqwest::Client::builder()
         .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
-    Ok(StreamableHttpClientTransport::with_client(client, config))
+        .map_err(|e| format!("cannot build an HTTP client: {e}"))
 }
 
 /// rustls needs one process-wide crypto provider; `ring` builds everywhere without cmake.

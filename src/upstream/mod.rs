@@ -4,7 +4,8 @@
 //! - `process` + `diagnostics`: the OS side — a server runs in its own process group so the
 //!   whole tree (`npx` → `node` → …) can be ended at once; what it printed and how it exited;
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
-//!   progress routing and `tools/list_changed` events;
+//!   progress routing and `tools/list_changed` events; `sse` is the legacy HTTP+SSE
+//!   transport it falls back to;
 //! - `pool`: every configured server, its status, connecting with bounded concurrency,
 //!   backoff after failures, reconnecting a crashed session, closing idle ones, and closing
 //!   everything on shutdown.
@@ -15,6 +16,7 @@ mod connection;
 mod diagnostics;
 mod pool;
 mod process;
+mod sse;
 
 pub use connection::{CallFailure, Connection, ProgressSink, ProgressUpdate, UpstreamEvent};
 pub use pool::{CallGuard, Pool, Server, ServerStatus};

@@ -1,0 +1,253 @@
+//! The legacy HTTP+SSE client transport (MCP 2024-11-05), for servers that predate
+//! streamable HTTP. rmcp 3.x only ships a streamable-HTTP client, so this is ours.
+//!
+//! The protocol: `GET <url>` opens a Server-Sent Events stream whose first `endpoint` event
+//! names the URL to `POST` each client message to; every server message arrives on the stream
+//! as a `message` event. The endpoint must share the stream's origin, so a server cannot
+//! redirect the client's messages (and its headers, which may carry a token) elsewhere.
+
+use std::borrow::Cow;
+use std::future::Future;
+
+use futures::StreamExt;
+use reqwest::header::{HeaderMap, ACCEPT};
+use reqwest::{StatusCode, Url};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::RoleClient;
+use sse_stream::SseStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// How many server messages may wait for the session to read them.
+const INCOMING_BUFFER: usize = 64;
+
+/// Why a message could not be posted.
+#[derive(Debug, thiserror::Error)]
+pub enum SseSendError {
+    #[error("POST {endpoint}: {source}")]
+    Http { endpoint: Url, source: reqwest::Error },
+    #[error("POST {endpoint} answered {status}")]
+    Status { endpoint: Url, status: StatusCode },
+}
+
+/// One open SSE session: the stream is read by a task; messages are posted to `endpoint`.
+pub struct SseTransport {
+    client: reqwest::Client,
+    headers: HeaderMap,
+    endpoint: Url,
+    incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+    /// Stops the stream reader when the transport goes away.
+    _reader: DropGuard,
+}
+
+impl SseTransport {
+    /// Open the event stream at `url` and wait for its `endpoint` event.
+    ///
+    /// # Errors
+    /// Connection failures, a non-success status, a response that is not an event stream,
+    /// or a stream that ends (or names another origin) before saying where to post.
+    pub async fn connect(
+        client: reqwest::Client,
+        url: Url,
+        headers: HeaderMap,
+        server: String,
+    ) -> Result<Self, String> {
+        let response = client
+            .get(url.clone())
+            .headers(headers.clone())
+            .header(ACCEPT, "text/event-stream")
+            .send()
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(format!("GET {url} answered {status}"));
+        }
+        if !is_event_stream(response.headers()) {
+            return Err(format!(
+                "GET {url} did not answer with an event stream (text/event-stream)"
+            ));
+        }
+        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let endpoint = loop {
+            match events.next().await {
+                Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
+                    break resolve_endpoint(&url, event.data.as_deref().unwrap_or_default())?;
+                }
+                // Comments, keep-alives and anything sent before the endpoint carry nothing for us.
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(format!("GET {url}: the event stream broke: {e}")),
+                None => return Err(format!("GET {url}: the event stream ended before an `endpoint` event")),
+            }
+        };
+        let (sender, incoming) = mpsc::channel(INCOMING_BUFFER);
+        let stop = CancellationToken::new();
+        tokio::spawn(read_messages(events, sender, stop.clone(), server));
+        Ok(Self {
+            client,
+            headers,
+            endpoint,
+            incoming,
+            _reader: stop.drop_guard(),
+        })
+    }
+}
+
+impl Transport<RoleClient> for SseTransport {
+    type Error = SseSendError;
+
+    fn name() -> Cow<'static, str> {
+        "sse".into()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let endpoint = self.endpoint.clone();
+        let request = self
+            .client
+            .post(endpoint.clone())
+            .headers(self.headers.clone())
+            .json(&item);
+        async move {
+            let response = request.send().await.map_err(|source| SseSendError::Http {
+                endpoint: endpoint.clone(),
+                source,
+            })?;
+            let status = response.status();
+            if status.is_success() {
+                Ok(())
+            } else {
+                Err(SseSendError::Status { endpoint, status })
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        self.incoming.recv().await
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.incoming.close();
+        Ok(())
+    }
+}
+
+/// Forward every `message` event until the stream ends, breaks or the transport is dropped;
+/// the sender going away is how the session learns the stream is gone.
+async fn read_messages<S>(
+    mut events: S,
+    sender: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+    stop: CancellationToken,
+    server: String,
+) where
+    S: futures::Stream<Item = Result<sse_stream::Sse, sse_stream::Error>> + Unpin,
+{
+    loop {
+        let event = tokio::select! {
+            event = events.next() => event,
+            () = stop.cancelled() => return,
+        };
+        let event = match event {
+            Some(Ok(event)) => event,
+            Some(Err(e)) => {
+                tracing::warn!(server = %server, "SSE stream broke: {e}");
+                return;
+            }
+            None => return,
+        };
+        // Events without a name are `message` events (the SSE default).
+        if !matches!(event.event.as_deref(), None | Some("message")) {
+            continue;
+        }
+        let Some(data) = event.data else { continue };
+        match serde_json::from_str(&data) {
+            Ok(message) => {
+                if sender.send(message).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(server = %server, "ignoring an SSE message that is not JSON-RPC: {e}"),
+        }
+    }
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// The `endpoint` event's data, relative to the stream's URL, on the same origin.
+fn resolve_endpoint(stream: &Url, data: &str) -> Result<Url, String> {
+    let endpoint = stream
+        .join(data.trim())
+        .map_err(|e| format!("the SSE `endpoint` event is not a URL ({data:?}): {e}"))?;
+    if endpoint.origin() != stream.origin() {
+        return Err(format!(
+            "the SSE `endpoint` event points at another origin ({}) than the stream ({})",
+            endpoint.origin().ascii_serialization(),
+            stream.origin().ascii_serialization()
+        ));
+    }
+    Ok(endpoint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn endpoint_resolves_relative_to_the_stream() {
+        let stream = url("http://127.0.0.1:3001/sse");
+        assert_eq!(
+            resolve_endpoint(&stream, "/message?sessionId=abc").unwrap().as_str(),
+            "http://127.0.0.1:3001/message?sessionId=abc"
+        );
+        assert_eq!(
+            resolve_endpoint(&url("http://h/mcp/sse"), "messages?x=1")
+                .unwrap()
+                .as_str(),
+            "http://h/mcp/messages?x=1"
+        );
+        assert_eq!(
+            resolve_endpoint(&stream, " http://127.0.0.1:3001/m \n")
+                .unwrap()
+                .as_str(),
+            "http://127.0.0.1:3001/m"
+        );
+    }
+
+    #[test]
+    fn endpoint_on_another_origin_is_refused() {
+        let stream = url("https://api.example.com/sse");
+        for other in [
+            "https://evil.example.com/m",
+            "http://api.example.com/m",
+            "https://api.example.com:8443/m",
+        ] {
+            let error = resolve_endpoint(&stream, other).unwrap_err();
+            assert!(error.contains("another origin"), "{other}: {error}");
+        }
+    }
+
+    #[test]
+    fn only_event_streams_are_accepted() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_event_stream(&headers));
+        headers.insert(reqwest::header::CONTENT_TYPE, "text/html".parse().unwrap());
+        assert!(!is_event_stream(&headers));
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            "Text/Event-Stream; charset=utf-8".parse().unwrap(),
+        );
+        assert!(is_event_stream(&headers));
+    }
+}
