@@ -61,6 +61,29 @@ pub struct ConfigObject {
     pub origin: String,
 }
 
+/// Run the CLI on a runtime of its own and wait for its exit code: what the native binary's
+/// `main` and the Node bin's `runCli` (on a thread of its own) do.
+///
+/// One thread: a gateway call is a few microseconds of work between two pipe hops, and a
+/// second worker only added cross-thread wakeups, about 0.04 ms per proxied call on the
+/// 2-core machine of BENCHMARKS.md. The cost is that CPU-heavy moments (parsing a 10 MB
+/// result, re-indexing a large server) delay other calls by that long instead of running
+/// beside them.
+#[must_use]
+pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let code = runtime.block_on(run(args, config_object, shutdown));
+    // Dropping the runtime could wait on a blocking stdin read; the work is done, so leave now.
+    runtime.shutdown_background();
+    code
+}
+
 /// Run the CLI with `args` (argv without the program name is fine too: clap skips argv[0],
 /// so callers pass the program name first). Returns the process exit code.
 pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {

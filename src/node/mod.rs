@@ -291,8 +291,20 @@ pub async fn run_cli(
         value,
         origin: config_path.unwrap_or_else(|| "<object>".into()),
     });
-    // Boxed: the serve loop's future is large, and napi moves it onto its runtime.
-    Box::pin(cli::run(program_and_args, config, SHUTDOWN.notified())).await
+    // The CLI gets a thread and runtime of its own (see `cli::run_blocking`) rather than
+    // napi's shared multi-thread one; the promise resolves when it exits.
+    let (done, exit_code) = tokio::sync::oneshot::channel();
+    let started = std::thread::Builder::new()
+        .name("anygpt-discovery".into())
+        .spawn(move || {
+            let _ = done.send(cli::run_blocking(program_and_args, config, SHUTDOWN.notified()));
+        });
+    if let Err(e) = started {
+        eprintln!("error: cannot start the gateway thread: {e}");
+        return cli::exit::BAD_INPUT;
+    }
+    // A panic on that thread drops `done`: report it as a failure, not a hang.
+    exit_code.await.unwrap_or(cli::exit::BAD_INPUT)
 }
 
 /// Ask a running `runCli` to stop: close downstream servers and resolve with 0.
