@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
+use super::lines;
 use super::process::ProcessGroup;
 use super::sse::SseTransport;
 use crate::config::{expand, ServerSpec, TransportKind};
@@ -150,7 +151,8 @@ impl Connection {
         let diagnostics = Diagnostics::default();
         let (group, outcome) = match spec.connection.kind {
             TransportKind::Stdio => {
-                let (group, transport) = spawn_stdio(spec, base_dir, &diagnostics)?;
+                let (group, (stdout, stdin)) = spawn_stdio(spec, base_dir, &diagnostics)?;
+                let transport = lines::transport(stdout, stdin, spec.name.clone());
                 (group, handshake(client, transport, timeout, shutdown).await)
             }
             TransportKind::Http => (
@@ -477,6 +479,14 @@ fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWr
     let conn = &spec.connection;
     let expand = |what: &str, text: &str| expand::expand_env(text).map_err(|e| format!("{what}: {e}"));
     let program = expand("command", conn.command.as_deref().unwrap_or_default())?;
+    // `npx` is `npx.cmd` on Windows, which CreateProcess does not find by itself.
+    #[cfg(windows)]
+    let program = {
+        let server_path = conn.env.iter().find(|(k, _)| k.eq_ignore_ascii_case("PATH"));
+        let server_path = server_path.map(|(k, v)| expand(&format!("env.{k}"), v)).transpose()?;
+        super::launcher::resolve_from_env(&program, server_path.as_deref())
+            .map_or(program, |p| p.to_string_lossy().into_owned())
+    };
     let mut command = tokio::process::Command::new(program);
     for (i, arg) in conn.args.iter().enumerate() {
         command.arg(expand(&format!("args[{i}]"), arg)?);

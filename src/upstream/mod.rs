@@ -1,11 +1,12 @@
 //! Connections to downstream MCP servers.
 //!
 //! Three layers, each owning one concern:
-//! - `process` + `diagnostics`: the OS side — a server runs in its own process group so the
-//!   whole tree (`npx` → `node` → …) can be ended at once; what it printed and how it exited;
+//! - `process` + `diagnostics` + `launcher`: the OS side — a server runs in its own process
+//!   group so the whole tree (`npx` → `node` → …) can be ended at once; what it printed and
+//!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
-//!   progress routing and `tools/list_changed` events; `sse` is the legacy HTTP+SSE
-//!   transport it falls back to;
+//!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,
+//!   `sse` the legacy HTTP+SSE one it falls back to;
 //! - `pool`: every configured server, its status, connecting with bounded concurrency,
 //!   backoff after failures, reconnecting a crashed session, closing idle ones, and closing
 //!   everything on shutdown.
@@ -14,6 +15,8 @@
 
 mod connection;
 mod diagnostics;
+mod launcher;
+mod lines;
 mod pool;
 mod process;
 mod sse;
