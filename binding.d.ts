@@ -119,6 +119,13 @@ export type JsDiscoveryEngine = DiscoveryEngine
 export interface ExecuteToolOptions {
   /** Overrides the server's `timeoutMs` for this call. */
   timeoutMs?: number
+  /** Called with each progress notification the server sends for this call. */
+  onProgress?: (progress: ToolProgress) => void
+  /**
+   * Cancels the call, downstream too; the promise rejects with `signal.reason`.
+   * (`index.js` swaps the signal for a call id before it reaches Rust.)
+   */
+  signal?: AbortSignal
 }
 
 /**
@@ -186,6 +193,13 @@ export interface ToolDetails {
   inputSchema: Record<string, unknown>
   tags: Array<string>
   enabled: boolean
+}
+
+/** One progress report of a running `executeTool`, as the server sent it. */
+export interface ToolProgress {
+  progress: number
+  total?: number
+  message?: string
 }
 
 /** One tool of `listTools`. */

@@ -43,6 +43,32 @@ for (const name of Object.getOwnPropertyNames(proto)) {
   }
 }
 
+// An AbortSignal cannot cross into Rust: executeTool gets a call id instead, and the
+// signal's abort event cancels that id. The promise then rejects with `signal.reason`.
+let nextCallId = 1
+const executeTool = proto.executeTool
+Object.defineProperty(proto, 'executeTool', {
+  ...Object.getOwnPropertyDescriptor(proto, 'executeTool'),
+  value: function (server, tool, args, options) {
+    const signal = options && options.signal
+    if (!signal) return executeTool.call(this, server, tool, args, options)
+    if (signal.aborted) return Promise.reject(signal.reason)
+    const id = nextCallId++ % 0xffffffff
+    const onAbort = () => this._abortCall(id)
+    signal.addEventListener('abort', onAbort, { once: true })
+    return executeTool.call(this, server, tool, args, { ...options, signal: id }).then(
+      (result) => {
+        signal.removeEventListener('abort', onAbort)
+        return result
+      },
+      (error) => {
+        signal.removeEventListener('abort', onAbort)
+        throw signal.aborted ? signal.reason : error
+      },
+    )
+  },
+})
+
 const DiscoveryEngine = new Proxy(binding.DiscoveryEngine, {
   construct(target, args) {
     try {

@@ -64,6 +64,35 @@ describe('DiscoveryEngine on the demo servers', () => {
     assert.match(file.content[0].text, /Hello from the @anygpt\/discovery demo/);
   });
 
+  test('executeTool reports the server\'s progress to onProgress', async () => {
+    const seen = [];
+    const result = await engine.executeTool('everything', 'trigger-long-running-operation', { duration: 0.3, steps: 3 }, {
+      onProgress: (p) => seen.push(p),
+    });
+    assert.match(result.content[0].text, /completed/);
+    // Progress and the result reach JS through different queues: wait for the last report.
+    await waitFor(() => seen.length === 3, 2000);
+    assert.deepEqual(seen.map((p) => [p.progress, p.total]), [[1, 3], [2, 3], [3, 3]]);
+  });
+
+  test('executeTool honours an AbortSignal', async () => {
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = engine.executeTool('everything', 'trigger-long-running-operation', { duration: 20, steps: 20 }, {
+      signal: controller.signal,
+    });
+    setTimeout(() => controller.abort(), 200);
+    await assert.rejects(pending, { name: 'AbortError' });
+    assert.ok(Date.now() - started < 5000, 'the call ended with the abort, not with the operation');
+    await assert.rejects(
+      engine.executeTool('everything', 'echo', { message: 'never sent' }, { signal: AbortSignal.abort(new Error('stop')) }),
+      { message: 'stop' },
+    );
+    // A signal that never fires changes nothing.
+    const echo = await engine.executeTool('everything', 'echo', { message: 'with a signal' }, { signal: new AbortController().signal });
+    assert.equal(echo.content[0].text, 'Echo: with a signal');
+  });
+
   test('a downstream tool error comes back as the server result with isError', async () => {
     const result = await engine.executeTool('filesystem', 'read_text_file', { path: join(demoFiles, 'missing.txt') });
     assert.equal(result.isError, true);

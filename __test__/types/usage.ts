@@ -1,6 +1,6 @@
 // Compiled with `tsc --noEmit` by `npm test`: keeps index.d.ts honest for TypeScript users.
 import { DiscoveryEngine, matchPattern } from '../../index.js'
-import type { CallToolResult, DiscoveryConfig, DiscoveryError, SearchResponse, ServerInfo, ToolDetails } from '../../index.js'
+import type { CallToolResult, DiscoveryConfig, DiscoveryError, SearchResponse, ServerInfo, ToolDetails, ToolProgress } from '../../index.js'
 
 const config: DiscoveryConfig = {
   servers: [{ name: 'everything', connection: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] }, timeoutMs: 5000 }],
@@ -14,6 +14,11 @@ export async function usage(): Promise<void> {
   const details: ToolDetails = await engine.getToolDetails(found.results[0]!.server, found.results[0]!.tool)
   const schema: Record<string, unknown> = details.inputSchema
   const result: CallToolResult = await engine.executeTool('everything', 'echo', { message: 'hi' }, { timeoutMs: 1000 })
+  const seen: ToolProgress[] = []
+  await engine.executeTool('everything', 'trigger-long-running-operation', { duration: 1 }, {
+    onProgress: (p) => seen.push(p),
+    signal: AbortSignal.timeout(5000),
+  })
   const text: string | undefined = result.content[0]?.type === 'text' ? result.content[0].text : undefined
   const matched: boolean = matchPattern('github_issue', ['*github*'])
   await engine.reload(config)
@@ -25,5 +30,5 @@ export async function usage(): Promise<void> {
     void code
   }
   await engine.close()
-  void [schema, text, matched, shown]
+  void [schema, text, matched, shown, seen]
 }

@@ -8,16 +8,19 @@
 // napi passes JS values in by value; the bindings borrow from them.
 #![expect(clippy::needless_pass_by_value, reason = "napi functions take owned JS values")]
 
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode, UnknownReturnValue};
 use napi_derive::napi;
 use serde_json::Value;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::cli::{self, ConfigObject};
 use crate::config::Config;
-use crate::engine::{Engine, ExecuteOptions, SearchRequest};
+use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate, SearchRequest};
 use crate::error::{Error as EngineError, ErrorCode};
 
 /// napi's promise rejections carry a fixed `Status` as `code`, so the engine code travels as a
@@ -97,11 +100,29 @@ pub struct ToolDetails {
     pub enabled: bool,
 }
 
-/// Options of `executeTool`.
+/// One progress report of a running `executeTool`, as the server sent it.
 #[napi(object)]
+pub struct ToolProgress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Calls a JS function from the engine's threads; its return value is ignored.
+type ProgressCallback = ThreadsafeFunction<ToolProgress, UnknownReturnValue, ToolProgress, Status, false>;
+
+/// Options of `executeTool`.
+#[napi(object, object_to_js = false)]
 pub struct ExecuteToolOptions {
     /// Overrides the server's `timeoutMs` for this call.
     pub timeout_ms: Option<u32>,
+    /// Called with each progress notification the server sends for this call.
+    #[napi(ts_type = "(progress: ToolProgress) => void")]
+    pub on_progress: Option<ProgressCallback>,
+    /// Cancels the call, downstream too; the promise rejects with `signal.reason`.
+    /// (`index.js` swaps the signal for a call id before it reaches Rust.)
+    #[napi(ts_type = "AbortSignal")]
+    pub signal: Option<u32>,
 }
 
 fn count(n: usize) -> u32 {
@@ -114,6 +135,54 @@ fn count(n: usize) -> u32 {
 #[napi(js_name = "DiscoveryEngine")]
 pub struct JsDiscoveryEngine {
     engine: Engine,
+    /// Cancellation of the calls `index.js` gave an `AbortSignal`, by call id.
+    aborts: Aborts,
+}
+
+type Aborts = Arc<Mutex<HashMap<u32, CancellationToken>>>;
+
+/// The cancellation token of call `id`, registered until the call ends. An abort that came
+/// first left an already-cancelled token behind, which the call picks up.
+struct AbortRegistration {
+    aborts: Aborts,
+    id: u32,
+    token: CancellationToken,
+}
+
+impl AbortRegistration {
+    fn new(aborts: &Aborts, id: u32) -> Self {
+        let token = lock(aborts).entry(id).or_default().clone();
+        Self {
+            aborts: aborts.clone(),
+            id,
+            token,
+        }
+    }
+}
+
+impl Drop for AbortRegistration {
+    fn drop(&mut self) {
+        lock(&self.aborts).remove(&self.id);
+    }
+}
+
+fn lock(aborts: &Aborts) -> std::sync::MutexGuard<'_, HashMap<u32, CancellationToken>> {
+    aborts
+        .lock()
+        .expect("the abort table is never poisoned: no panics while held")
+}
+
+/// Forwards a call's progress to its JS callback (non-blocking: a slow callback drops nothing,
+/// the queue grows).
+fn progress_sink(callback: ProgressCallback) -> ProgressSink {
+    Arc::new(move |update: ProgressUpdate| {
+        let progress = ToolProgress {
+            progress: update.progress,
+            total: update.total,
+            message: update.message,
+        };
+        callback.call(progress, ThreadsafeFunctionCallMode::NonBlocking);
+    })
 }
 
 #[napi]
@@ -127,6 +196,7 @@ impl JsDiscoveryEngine {
     ) -> Result<Self> {
         let config = Config::from_value(config, origin.as_deref().unwrap_or("<object>")).map_err(|e| to_js(&e))?;
         Ok(Self {
+            aborts: Aborts::default(),
             engine: Engine::new(config),
         })
     }
@@ -226,10 +296,16 @@ impl JsDiscoveryEngine {
         #[napi(ts_arg_type = "Record<string, unknown> | undefined")] args: Option<Value>,
         options: Option<ExecuteToolOptions>,
     ) -> Result<Value> {
+        let options = options.unwrap_or(ExecuteToolOptions {
+            timeout_ms: None,
+            on_progress: None,
+            signal: None,
+        });
+        let abort = options.signal.map(|id| AbortRegistration::new(&self.aborts, id));
         let options = ExecuteOptions {
-            timeout_ms: options.and_then(|o| o.timeout_ms).map(u64::from),
-            cancel: None,
-            progress: None,
+            timeout_ms: options.timeout_ms.map(u64::from),
+            cancel: abort.as_ref().map(|a| a.token.clone()),
+            progress: options.on_progress.map(progress_sink),
         };
         let result = self
             .engine
@@ -237,6 +313,12 @@ impl JsDiscoveryEngine {
             .await
             .map_err(|e| to_js(&e))?;
         serde_json::to_value(result).map_err(|e| coded(ErrorCode::ToolExecutionError, e))
+    }
+
+    /// Cancel the call `index.js` registered under `id` for an `AbortSignal`.
+    #[napi(js_name = "_abortCall", skip_typescript)]
+    pub fn abort_call(&self, id: u32) {
+        lock(&self.aborts).entry(id).or_default().cancel();
     }
 
     /// Reconnect every server, optionally with a new config.
