@@ -2,15 +2,17 @@
 // execute_tool overhead and startup, measured side by side in one run.
 //
 //   npm run build            # release addon + binary (fat LTO); numbers from debug builds are meaningless
-//   node bench/proxy.mjs [--calls 2000] [--rounds 5] [--starts 10]
+//   node bench/proxy.mjs [--calls 2000] [--rounds 5] [--starts 10] [--native PATH] [--compare PATH]
 //
 // Proxy: the official SDK client calls server-everything's `echo` (a) directly over stdio,
-// (b) through the npm bin (Node + addon) and (c) through the native binary, in interleaved
-// rounds so machine noise hits all three alike. Reports p50/p99 per call and the overhead.
+// (b) through the npm bin (Node + addon) and (c) through the native binary (and (d) through a
+// second native build with --compare, for an A/B), in interleaved rounds so machine noise
+// hits all alike. Reports p50/p99 per call, the overhead, and the CPU time the process the
+// client talks to spent per call (Linux /proc; the server itself for `direct`).
 //
 // Startup: spawn → `initialize` answered, and spawn → first `search_tools` that finds a tool,
 // for the demo config (three real servers), without a snapshot (fresh cache dir) and with one.
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -33,6 +35,9 @@ const option = (name) => {
 };
 // --native PATH: another build of the binary (e.g. target/<triple>/profiling/anygpt-discovery).
 const native = option('--native') ?? join(root, 'target', hostTriple(), 'release/anygpt-discovery');
+// --compare PATH: a second native build measured in the same rounds (an A/B, e.g. a build of
+// the previous commit copied aside).
+const compare = option('--compare');
 const skipNpm = process.argv.includes('--native-only');
 if (!existsSync(native)) throw new Error(`${native} is missing: run \`npm run build\` first`);
 const demo = join(root, 'examples/demo.config.json');
@@ -69,19 +74,37 @@ const variants = {
     client: await connect(native, ['--config', echoOnly]),
     call: (c, i) => c.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'echo', arguments: { message: `m${i}` } } }),
   },
+  ...(compare ? { 'gateway (compare)': {
+    client: await connect(compare, ['--config', echoOnly]),
+    call: (c, i) => c.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'echo', arguments: { message: `m${i}` } } }),
+  } } : {}),
 };
 
+/** CPU time (ns) of every thread of `pid` so far; NaN where /proc is not there (not Linux). */
+function cpuNs(pid) {
+  try {
+    return readdirSync(`/proc/${pid}/task`)
+      .reduce((sum, task) => sum + Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]), 0);
+  } catch {
+    return Number.NaN;
+  }
+}
+
 const samples = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+// CPU of the process each client talks to (the server itself for `direct`), timed rounds only.
+const cpu = Object.fromEntries(Object.keys(variants).map((k) => [k, 0]));
 for (const v of Object.values(variants)) for (let i = 0; i < 200; i++) await v.call(v.client, i); // warm-up
 const perRound = Math.ceil(CALLS / ROUNDS);
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, v] of Object.entries(variants)) {
+    const cpu0 = cpuNs(v.client.transport.pid);
     for (let i = 0; i < perRound; i++) {
       const t0 = performance.now();
       const result = await v.call(v.client, i);
       samples[name].push(performance.now() - t0);
       if (result.content[0].text !== `Echo: m${i}`) throw new Error(`${name}: wrong answer ${JSON.stringify(result)}`);
     }
+    cpu[name] += cpuNs(v.client.transport.pid) - cpu0;
   }
 }
 for (const v of Object.values(variants)) await v.client.close();
@@ -93,11 +116,12 @@ const pct = (xs, p) => {
 const fmt = (ms) => ms.toFixed(3);
 const base = pct(samples.direct, 50);
 console.log(`\nexecute_tool echo, ${perRound * ROUNDS} calls per variant in ${ROUNDS} interleaved rounds`);
-console.log('| path | p50 ms | p99 ms | p50 overhead ms | p50 ratio |');
-console.log('|---|---|---|---|---|');
+console.log('| path | p50 ms | p99 ms | p50 overhead ms | p50 ratio | CPU µs per call |');
+console.log('|---|---|---|---|---|---|');
 for (const [name, xs] of Object.entries(samples)) {
   const p50 = pct(xs, 50);
-  console.log(`| ${name} | ${fmt(p50)} | ${fmt(pct(xs, 99))} | ${name === 'direct' ? '-' : `+${fmt(p50 - base)}`} | ${name === 'direct' ? '-' : `×${(p50 / base).toFixed(2)}`} |`);
+  const cpuPerCall = (cpu[name] / xs.length / 1000).toFixed(0);
+  console.log(`| ${name} | ${fmt(p50)} | ${fmt(pct(xs, 99))} | ${name === 'direct' ? '-' : `+${fmt(p50 - base)}`} | ${name === 'direct' ? '-' : `×${(p50 / base).toFixed(2)}`} | ${cpuPerCall} |`);
 }
 
 // Startup.

@@ -9,7 +9,7 @@
 
 pub mod snapshot;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rmcp::model::Tool;
@@ -139,10 +139,11 @@ pub struct ToolChanges {
 
 impl ToolChanges {
     fn between(old: &[ToolEntry], new: &[ToolEntry]) -> Self {
-        let find = |list: &[ToolEntry], name: &str| list.iter().find(|t| t.name() == name).map(|t| t.content_hash);
+        // By name, not by scanning: a server may list thousands of tools.
+        let (old_hashes, new_hashes) = (name_hashes(old), name_hashes(new));
         let mut changes = Self::default();
         for entry in new {
-            match find(old, entry.name()) {
+            match old_hashes.get(entry.name()).copied() {
                 None => changes.added.push(entry.name().to_owned()),
                 Some(hash) if hash != entry.content_hash => changes.updated.push(entry.name().to_owned()),
                 Some(_) => {}
@@ -150,7 +151,7 @@ impl ToolChanges {
         }
         changes.removed = old
             .iter()
-            .filter(|t| find(new, t.name()).is_none())
+            .filter(|t| !new_hashes.contains_key(t.name()))
             .map(|t| t.name().to_owned())
             .collect();
         changes
@@ -160,6 +161,10 @@ impl ToolChanges {
     pub fn is_empty(&self) -> bool {
         self.added.is_empty() && self.updated.is_empty() && self.removed.is_empty()
     }
+}
+
+fn name_hashes(list: &[ToolEntry]) -> HashMap<&str, u64> {
+    list.iter().map(|t| (t.name(), t.content_hash)).collect()
 }
 
 /// Hash of everything a server says about a tool.
