@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // execute_tool overhead and startup, measured side by side in one run.
 //
-//   npm run build            # release addon + binary (fat LTO); numbers from debug builds are meaningless
+//   npm run build            # release addon + binary (fat LTO); numbers from debug builds are meaningless,
+//                            # and `npm test` leaves a debug addon behind: build again after it
 //   node bench/proxy.mjs [--calls 2000] [--rounds 5] [--starts 10] [--native PATH] [--compare PATH]
 //
 // Proxy: the official SDK client calls server-everything's `echo` (a) directly over stdio,
