@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use bytes::BytesMut;
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use rmcp::model::{
     CallToolResult, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
@@ -20,7 +21,7 @@ use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
+use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
 /// rmcp's own limit for one incoming line; longer lines are dropped, the session stays open.
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -53,19 +54,80 @@ where
             futures::future::ready(Ok::<_, JsonRpcMessageCodecError>(message))
         },
     );
-    let stream = FramedRead::new(read, LinesCodec::new_with_max_length(MAX_LINE_BYTES))
-        .take_while(|line| futures::future::ready(!matches!(line, Err(LinesCodecError::Io(_)))))
+    // A read error ends the stream, and so the session (rmcp does the same).
+    let stream = FramedRead::new(read, LineDecoder::new(MAX_LINE_BYTES))
+        .take_while(|line| futures::future::ready(line.is_ok()))
         .filter_map(move |line| {
             let message = match line {
-                Ok(line) => parse(&line, &calls, &server),
-                Err(error) => {
-                    tracing::warn!(server = %server, "dropping a message: {error}");
+                Ok(Line::Complete(bytes)) => parse(&bytes, &calls, &server),
+                Ok(Line::Oversized) => {
+                    tracing::warn!(server = %server, "dropping a message over {MAX_LINE_BYTES} bytes");
                     None
                 }
+                Err(_) => None,
             };
             futures::future::ready(message)
         });
     (Box::pin(sink), Box::pin(stream))
+}
+
+/// One newline-terminated line, or the news that one was too long and was dropped.
+#[derive(Debug, PartialEq)]
+enum Line {
+    Complete(BytesMut),
+    Oversized,
+}
+
+/// Splits the stream into lines without judging them: `LinesCodec` errors on a line that is
+/// not UTF-8 or too long, and a framed stream ends at its decoder's first error, which would
+/// end a session over one bad line. Holds at most `max` bytes of a line.
+struct LineDecoder {
+    max: usize,
+    /// How far the buffer has been searched for a newline.
+    searched: usize,
+    /// Dropping the rest of an oversized line.
+    discarding: bool,
+}
+
+impl LineDecoder {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            searched: 0,
+            discarding: false,
+        }
+    }
+}
+
+impl Decoder for LineDecoder {
+    type Item = Line;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, Self::Error> {
+        if let Some(at) = buf[self.searched..].iter().position(|&b| b == b'\n') {
+            let length = self.searched + at;
+            let line = buf.split_to(length + 1);
+            self.searched = 0;
+            return Ok(Some(if std::mem::take(&mut self.discarding) || length > self.max {
+                Line::Oversized
+            } else {
+                Line::Complete(line)
+            }));
+        }
+        if buf.len() > self.max {
+            buf.clear();
+            self.discarding = true;
+        }
+        self.searched = buf.len();
+        Ok(None)
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, Self::Error> {
+        // Bytes after the last newline are an incomplete message: nothing to deliver.
+        let line = self.decode(buf)?;
+        buf.clear();
+        Ok(line)
+    }
 }
 
 fn note_call(calls: &CallIds, message: &ClientJsonRpcMessage) {
@@ -89,15 +151,18 @@ struct Envelope<'a> {
 }
 
 /// One line from the server as rmcp would read it; `None` for what rmcp would skip.
-fn parse(line: &str, calls: &CallIds, server: &str) -> Option<ServerJsonRpcMessage> {
-    let line = line.strip_prefix('\u{feff}').unwrap_or(line);
-    if line.trim().is_empty() {
+fn parse(line: &[u8], calls: &CallIds, server: &str) -> Option<ServerJsonRpcMessage> {
+    let line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
+    if line.trim_ascii().is_empty() {
         return None;
     }
-    if let Some(message) = parse_call_answer(line, calls) {
+    if let Some(message) = std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| parse_call_answer(text, calls))
+    {
         return Some(message);
     }
-    match serde_json::from_str::<ServerJsonRpcMessage>(line) {
+    match serde_json::from_slice::<ServerJsonRpcMessage>(line) {
         Ok(message) => Some(message),
         Err(error) => {
             // Like rmcp: an unreadable line is dropped, not fatal (the stdout tap has already
@@ -164,7 +229,7 @@ mod tests {
             );
             assert_eq!(json(direct.as_ref()), json(Some(&rmcp)), "{line}");
             assert_eq!(
-                json(parse(line, &tracked(&[7]), "t").as_ref()),
+                json(parse(line.as_bytes(), &tracked(&[7]), "t").as_ref()),
                 json(Some(&rmcp)),
                 "{line}"
             );
@@ -181,14 +246,17 @@ mod tests {
             "the id is forgotten once answered"
         );
         // Untracked: rmcp reads it (here as whichever result type it picks).
-        assert!(parse(line, &calls, "t").is_some());
+        assert!(parse(line.as_bytes(), &calls, "t").is_some());
     }
 
     #[test]
     fn errors_notifications_and_odd_results_fall_back_to_rmcp() {
         let calls = tracked(&[2, 3]);
         let error = r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"bad"}}"#;
-        assert!(matches!(parse(error, &calls, "t"), Some(JsonRpcMessage::Error(_))));
+        assert!(matches!(
+            parse(error.as_bytes(), &calls, "t"),
+            Some(JsonRpcMessage::Error(_))
+        ));
         assert!(
             !lock(&calls).contains(&NumberOrString::Number(2)),
             "an error answer ends the call too"
@@ -196,21 +264,75 @@ mod tests {
         let progress =
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}"#;
         assert!(matches!(
-            parse(progress, &calls, "t"),
+            parse(progress.as_bytes(), &calls, "t"),
             Some(JsonRpcMessage::Notification(_))
         ));
         // A task-style result is not a CallToolResult: rmcp decides what it is.
         let task = r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","task":{"taskId":"x"}}}"#;
         let rmcp: Option<ServerJsonRpcMessage> = serde_json::from_str(task).ok();
-        assert_eq!(json(parse(task, &calls, "t").as_ref()), json(rmcp.as_ref()));
+        assert_eq!(json(parse(task.as_bytes(), &calls, "t").as_ref()), json(rmcp.as_ref()));
     }
 
     #[test]
     fn garbage_and_blank_lines_are_skipped() {
         let calls = tracked(&[]);
         for line in ["", "   ", "Starting server...", "{\"half\":", "[1,2]"] {
-            assert!(parse(line, &calls, "t").is_none(), "{line:?}");
+            assert!(parse(line.as_bytes(), &calls, "t").is_none(), "{line:?}");
         }
+        assert!(parse(b"\xff\xfe not utf-8\n", &calls, "t").is_none());
+    }
+
+    /// Lines from a reader, as the transport's stream sees them.
+    async fn lines(input: &[u8], max: usize) -> Vec<Line> {
+        FramedRead::new(input, LineDecoder::new(max))
+            .map(Result::unwrap)
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn bad_lines_are_dropped_and_reading_goes_on() {
+        let input = b"{\"a\":1}\r\n\xff\xfe\n0123456789012345\nshort\n{\"b\":2}\npartial";
+        let got = lines(input, 10).await;
+        let complete = |s: &[u8]| Line::Complete(BytesMut::from(s));
+        assert_eq!(
+            got,
+            vec![
+                complete(b"{\"a\":1}\r\n"),
+                complete(b"\xff\xfe\n"),
+                Line::Oversized,
+                complete(b"short\n"),
+                complete(b"{\"b\":2}\n"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_long_line_arriving_in_pieces_is_dropped_without_being_held() {
+        use tokio::io::AsyncWriteExt;
+        // A 4-byte pipe: every read returns at most 4 bytes, so the long line spans many.
+        let (mut writer, reader) = tokio::io::duplex(4);
+        tokio::spawn(async move {
+            writer
+                .write_all(b"ok\nthis line is far too long\nok again\n")
+                .await
+                .unwrap();
+        });
+        let got: Vec<Line> = FramedRead::new(reader, LineDecoder::new(10))
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        let complete = |s: &[u8]| Line::Complete(BytesMut::from(s));
+        assert_eq!(got, vec![complete(b"ok\n"), Line::Oversized, complete(b"ok again\n")]);
+    }
+
+    #[tokio::test]
+    async fn the_stream_still_yields_messages_after_a_bad_line() {
+        let input = b"\xff oops\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
+        let (_sink, stream) = transport(&input[..], tokio::io::sink(), "t".into());
+        let messages: Vec<_> = stream.collect().await;
+        assert_eq!(messages.len(), 1);
+        assert!(matches!(messages[0], JsonRpcMessage::Notification(_)));
     }
 
     #[test]
