@@ -81,6 +81,20 @@ describe('faults', () => {
     }
   });
 
+  test('junk lines mid-session (not UTF-8, not JSON) are skipped; the session lives on', async () => {
+    const gateway = await gatewayWith([faultServer('chatty')]);
+    try {
+      const noisy = await execute(gateway.client, 'chatty', 'noise', {});
+      assert.equal(noisy.content[0].text, 'after noise');
+      const echoed = await execute(gateway.client, 'chatty', 'echo', { message: 'still here' });
+      assert.equal(echoed.content[0].text, 'Echo: still here');
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      assert.equal(body.servers[0].status, 'connected');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('10 MB result: capped with a marker, gateway memory stays bounded', async () => {
     const gateway = await spawnGateway(['--config', writeConfig({ discovery: { servers: [faultServer('huge')] } })]);
     try {
@@ -239,7 +253,7 @@ describe('startup from the snapshot', () => {
       assert.equal(body.pending, undefined);
       assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
       const { body: list } = await call(second.client, 'list_mcp_servers');
-      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 11), JSON.stringify(list.servers[0]));
+      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 12), JSON.stringify(list.servers[0]));
     } finally {
       await second.client.close();
     }
