@@ -119,7 +119,11 @@ export type JsDiscoveryEngine = DiscoveryEngine
 export interface ExecuteToolOptions {
   /** Overrides the server's `timeoutMs` for this call. */
   timeoutMs?: number
-  /** Called with each progress notification the server sends for this call. */
+  /**
+   * Called with each progress notification the server sends for this call. Reports travel
+   * apart from the result: the last may arrive just after the promise settles. A throw is
+   * reported as a process warning.
+   */
   onProgress?: (progress: ToolProgress) => void
   /**
    * Cancels the call, downstream too; the promise rejects with `signal.reason`.

@@ -45,24 +45,45 @@ for (const name of Object.getOwnPropertyNames(proto)) {
 
 // An AbortSignal cannot cross into Rust: executeTool gets a call id instead, and the
 // signal's abort event cancels that id. The promise then rejects with `signal.reason`.
+// onProgress runs from a native callback, where a throw would be an uncaught exception:
+// it is turned into a process warning instead.
 let nextCallId = 1
 const executeTool = proto.executeTool
 Object.defineProperty(proto, 'executeTool', {
   ...Object.getOwnPropertyDescriptor(proto, 'executeTool'),
   value: function (server, tool, args, options) {
-    const signal = options && options.signal
-    if (!signal) return executeTool.call(this, server, tool, args, options)
+    if (!options) return executeTool.call(this, server, tool, args, options)
+    const { signal, onProgress } = options
+    const native = { ...options, signal: undefined }
+    if (typeof onProgress === 'function') {
+      native.onProgress = (progress) => {
+        try {
+          onProgress(progress)
+        } catch (error) {
+          process.emitWarning(`executeTool onProgress threw: ${error && error.stack ? error.stack : error}`)
+        }
+      }
+    }
+    if (!signal) return executeTool.call(this, server, tool, args, native)
     if (signal.aborted) return Promise.reject(signal.reason)
     const id = nextCallId++ % 0xffffffff
     const onAbort = () => this._abortCall(id)
     signal.addEventListener('abort', onAbort, { once: true })
-    return executeTool.call(this, server, tool, args, { ...options, signal: id }).then(
+    const done = () => signal.removeEventListener('abort', onAbort)
+    let pending
+    try {
+      pending = executeTool.call(this, server, tool, args, { ...native, signal: id })
+    } catch (error) {
+      done()
+      throw error
+    }
+    return pending.then(
       (result) => {
-        signal.removeEventListener('abort', onAbort)
+        done()
         return result
       },
       (error) => {
-        signal.removeEventListener('abort', onAbort)
+        done()
         throw signal.aborted ? signal.reason : error
       },
     )

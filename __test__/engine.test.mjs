@@ -75,6 +75,24 @@ describe('DiscoveryEngine on the demo servers', () => {
     assert.deepEqual(seen.map((p) => [p.progress, p.total]), [[1, 3], [2, 3], [3, 3]]);
   });
 
+  test('an onProgress that throws becomes a warning, not a crash', async () => {
+    const warnings = [];
+    const onWarning = (warning) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      const result = await engine.executeTool('everything', 'trigger-long-running-operation', { duration: 0.2, steps: 2 }, {
+        onProgress: () => {
+          throw new Error('callback bug');
+        },
+      });
+      assert.match(result.content[0].text, /completed/);
+      await waitFor(() => warnings.length === 2, 2000);
+      assert.ok(warnings.every((m) => m.includes('callback bug')), JSON.stringify(warnings));
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   test('executeTool honours an AbortSignal', async () => {
     const controller = new AbortController();
     const started = Date.now();

@@ -28,9 +28,20 @@ fn from_env(name: &str) -> Option<PathBuf> {
     std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
+/// Whether a write must survive a crash of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Flushed to disk before the rename (anything a user would miss).
+    Durable,
+    /// Not flushed: a cache the next start can do without. A crash may lose or truncate it,
+    /// which readers must treat as absent; in exchange the gateway's one thread never waits
+    /// for the disk.
+    Cache,
+}
+
 /// Write `bytes` to `path` atomically: a temporary file in the same folder, then a rename, so
 /// readers see the old or the new content and never half of one.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
     std::fs::create_dir_all(dir)?;
@@ -38,7 +49,9 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let mut file = std::fs::File::create(&temp)?;
     file.write_all(bytes)?;
-    file.sync_all()?;
+    if durability == Durability::Durable {
+        file.sync_all()?;
+    }
     drop(file);
     std::fs::rename(&temp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&temp);
@@ -53,8 +66,8 @@ mod tests {
     fn atomic_write_replaces_content_and_leaves_no_temp_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/snapshot.json");
-        write_atomic(&path, b"one").unwrap();
-        write_atomic(&path, b"two").unwrap();
+        write_atomic(&path, b"one", Durability::Durable).unwrap();
+        write_atomic(&path, b"two", Durability::Cache).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"two");
         let names: Vec<_> = std::fs::read_dir(path.parent().unwrap())
             .unwrap()

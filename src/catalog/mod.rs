@@ -163,8 +163,13 @@ impl ToolChanges {
     }
 }
 
+/// Each name's hash; the first of duplicate names wins, as in lookups by name.
 fn name_hashes(list: &[ToolEntry]) -> HashMap<&str, u64> {
-    list.iter().map(|t| (t.name(), t.content_hash)).collect()
+    let mut hashes = HashMap::with_capacity(list.len());
+    for tool in list {
+        hashes.entry(tool.name()).or_insert(tool.content_hash);
+    }
+    hashes
 }
 
 /// Hash of everything a server says about a tool.

@@ -102,7 +102,7 @@ impl SnapshotStore {
         let path = self.path(spec);
         let written = serde_json::to_vec(&file)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| crate::paths::write_atomic(&path, &bytes));
+            .and_then(|bytes| crate::paths::write_atomic(&path, &bytes, crate::paths::Durability::Cache));
         if let Err(error) = written {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }

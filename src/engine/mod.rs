@@ -568,7 +568,11 @@ impl State {
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
         static NO_ARGUMENTS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| Value::Object(JsonObject::new()));
-        let entry = self.find_tool(server, tool).await?;
+        // The tool may wait for its server's first tool list: an abort must not wait with it.
+        let cancel = options.cancel.clone().unwrap_or_default();
+        let entry = or_cancelled(&cancel, self.find_tool(server, tool))
+            .await
+            .ok_or_else(|| cancelled(server, tool))??;
         if !entry.enabled {
             return Err(Error::ToolDisabled {
                 server: server.to_owned(),
@@ -610,22 +614,25 @@ impl State {
     ) -> Result<CallToolResult> {
         let (server_name, tool_name) = (entry.server.as_str(), entry.name());
         let server = self.server(server_name)?;
+        let cancel = options.cancel.unwrap_or_default();
         let _in_flight = Pool::begin_call(server);
-        let connection = self.connect(server_name).await.ok_or_else(|| Error::ServerConnection {
-            server: server_name.to_owned(),
-            reason: match server.status() {
-                ServerStatus::Error(reason) => reason,
-                other => other.as_str().to_owned(),
-            },
-        })?;
+        let connection = or_cancelled(&cancel, self.connect(server_name))
+            .await
+            .ok_or_else(|| cancelled(server_name, tool_name))?
+            .ok_or_else(|| Error::ServerConnection {
+                server: server_name.to_owned(),
+                reason: match server.status() {
+                    ServerStatus::Error(reason) => reason,
+                    other => other.as_str().to_owned(),
+                },
+            })?;
         let timeout_ms = options.timeout_ms.unwrap_or_else(|| server.spec.call_timeout_ms());
         let mut params = CallToolRequestParams::new(tool_name.to_owned());
         params.arguments = arguments;
-        let cancel = options.cancel.unwrap_or_default();
-        let outcome = tokio::select! {
-            outcome = connection.call(params, Duration::from_millis(timeout_ms), options.progress) => outcome,
-            () = cancel.cancelled() => Err(CallFailure::Server("cancelled by the client".into())),
-        };
+        let call = connection.call(params, Duration::from_millis(timeout_ms), options.progress);
+        let outcome = or_cancelled(&cancel, call)
+            .await
+            .ok_or_else(|| cancelled(server_name, tool_name))?;
         let fail = |reason: String| Error::ToolExecution {
             server: server_name.to_owned(),
             tool: tool_name.to_owned(),
@@ -652,6 +659,24 @@ impl State {
     fn connect_in_background(self: &Arc<Self>, name: &str) {
         let (state, name) = (self.clone(), name.to_owned());
         tokio::spawn(async move { state.connect(&name).await });
+    }
+}
+
+/// `work`, unless `cancel` fires first. Checked first, so a call cancelled before it starts
+/// is never written downstream.
+async fn or_cancelled<T>(cancel: &CancellationToken, work: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => None,
+        output = work => Some(output),
+    }
+}
+
+fn cancelled(server: &str, tool: &str) -> Error {
+    Error::ToolExecution {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        reason: "cancelled by the client".into(),
     }
 }
 

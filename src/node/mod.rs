@@ -116,7 +116,9 @@ type ProgressCallback = ThreadsafeFunction<ToolProgress, UnknownReturnValue, Too
 pub struct ExecuteToolOptions {
     /// Overrides the server's `timeoutMs` for this call.
     pub timeout_ms: Option<u32>,
-    /// Called with each progress notification the server sends for this call.
+    /// Called with each progress notification the server sends for this call. Reports travel
+    /// apart from the result: the last may arrive just after the promise settles. A throw is
+    /// reported as a process warning.
     #[napi(ts_type = "(progress: ToolProgress) => void")]
     pub on_progress: Option<ProgressCallback>,
     /// Cancels the call, downstream too; the promise rejects with `signal.reason`.

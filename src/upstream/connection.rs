@@ -159,13 +159,10 @@ impl Connection {
                 ProcessGroup::new(None),
                 open_http(spec, client, timeout, shutdown).await?,
             ),
-            TransportKind::Sse => {
-                let transport = sse_transport(spec, timeout).await?;
-                (
-                    ProcessGroup::new(None),
-                    handshake(client, transport, timeout, shutdown).await,
-                )
-            }
+            TransportKind::Sse => (
+                ProcessGroup::new(None),
+                open_sse(spec, client, Instant::now() + timeout, shutdown).await,
+            ),
         };
         match outcome {
             Ok((service, tools)) => {
@@ -236,6 +233,10 @@ impl Connection {
                 "the server answered tools/call with another result type".into(),
             )),
             Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(e.message.into_owned())),
+            // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
+            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => {
+                Err(CallFailure::Server(format!("the request could not be sent: {error}")))
+            }
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -295,9 +296,25 @@ impl ProgressRoute {
     }
 }
 
+/// How long a finished call's progress route stays open: rmcp hands each notification to a
+/// task of its own but a response straight to the caller, so on a multi-thread runtime (the
+/// Node API's) the last progress report can be handled just after the result.
+const LATE_PROGRESS_GRACE: Duration = Duration::from_millis(250);
+
 impl Drop for ProgressRoute {
     fn drop(&mut self) {
-        lock(&self.routes).remove(&self.token);
+        let (routes, token) = (self.routes.clone(), self.token.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(LATE_PROGRESS_GRACE).await;
+                    lock(&routes).remove(&token);
+                });
+            }
+            Err(_) => {
+                lock(&routes).remove(&token);
+            }
+        }
     }
 }
 
@@ -400,15 +417,37 @@ async fn open_http(
     let Err(streamable_error) = streamable else {
         return Ok(streamable);
     };
-    let left = timeout.saturating_sub(started.elapsed());
-    if left.is_zero() || shutdown.is_cancelled() {
+    let deadline = started + timeout;
+    if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Ok(Err(streamable_error));
     }
-    let fallback = match sse_transport(spec, left).await {
-        Ok(transport) => handshake(client, transport, left, shutdown).await,
-        Err(error) => Err(error),
-    };
+    let fallback = open_sse(spec, client, deadline, shutdown).await;
     Ok(fallback.map_err(|sse_error| format!("streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}")))
+}
+
+/// Open the SSE stream and complete the handshake, all before `deadline`; gives up at once
+/// when the gateway shuts down (the pool holds the server's slot while this runs).
+async fn open_sse(
+    spec: &ServerSpec,
+    client: UpstreamClient,
+    deadline: Instant,
+    shutdown: &CancellationToken,
+) -> Result<Session, String> {
+    let budget = deadline.saturating_duration_since(Instant::now());
+    let connect = tokio::time::timeout_at(deadline.into(), sse_transport(spec));
+    let transport = tokio::select! {
+        connected = connect => connected.unwrap_or_else(|_| {
+            Err(format!("the SSE stream did not name its endpoint within {} ms", budget.as_millis()))
+        })?,
+        () = shutdown.cancelled() => return Err("the gateway is shutting down".to_owned()),
+    };
+    handshake(
+        client,
+        transport,
+        deadline.saturating_duration_since(Instant::now()),
+        shutdown,
+    )
+    .await
 }
 
 /// A streamable-HTTP transport to `connection.url` with `connection.headers` (expanded).
@@ -428,17 +467,11 @@ fn streamable_transport(spec: &ServerSpec) -> Result<StreamableHttpClientTranspo
     Ok(StreamableHttpClientTransport::with_client(http_client()?, config))
 }
 
-/// The legacy SSE transport: its event stream opened and its endpoint known, within `timeout`.
-async fn sse_transport(spec: &ServerSpec, timeout: Duration) -> Result<SseTransport, String> {
+/// The legacy SSE transport: its event stream opened and its endpoint known.
+async fn sse_transport(spec: &ServerSpec) -> Result<SseTransport, String> {
     let url = http_url(spec)?;
     let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
-    let connect = SseTransport::connect(http_client()?, url, http_headers(spec)?, spec.name.clone());
-    tokio::time::timeout(timeout, connect).await.unwrap_or_else(|_| {
-        Err(format!(
-            "the SSE stream named no endpoint within {} ms",
-            timeout.as_millis()
-        ))
-    })
+    SseTransport::connect(http_client()?, url, http_headers(spec)?, spec.name.clone()).await
 }
 
 /// `connection.url` with `${VAR}` expanded.
@@ -459,9 +492,21 @@ fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, String> {
     Ok(headers)
 }
 
+/// The HTTP client for remote servers. Redirects are followed only within one origin:
+/// reqwest would follow them anywhere, stripping only `Authorization` and cookies, so a
+/// server could send our other headers (API keys) and message bodies to another host.
 fn http_client() -> Result<reqwest::Client, String> {
     install_crypto_provider();
+    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+        let from = attempt.previous().last().map(Url::origin);
+        if attempt.previous().len() < 10 && from.as_ref() == Some(&attempt.url().origin()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
     reqwest::Client::builder()
+        .redirect(same_origin)
         .build()
         .map_err(|e| format!("cannot build an HTTP client: {e}"))
 }

@@ -36,6 +36,9 @@ pub fn resolve(
         .map(str::trim)
         .filter(|e| e.starts_with('.'))
         .map(str::to_ascii_lowercase)
+        // PATHEXT may list script types (.js, .py, .ps1) that only a shell can open;
+        // CreateProcess runs programs and, through cmd.exe, batch files.
+        .filter(|e| matches!(e.as_str(), ".com" | ".exe" | ".bat" | ".cmd"))
         .collect();
     path.unwrap_or_default()
         .split(';')
@@ -121,6 +124,12 @@ mod tests {
         assert_eq!(
             resolve("npx", Some("/d"), Some(""), files(&["/d/npx.bat"])),
             Some(PathBuf::from("/d/npx.bat"))
+        );
+        // Script extensions in PATHEXT are not launchable by CreateProcess: skipped.
+        let present = ["/d/tool.js", "/d/tool.cmd"];
+        assert_eq!(
+            resolve("tool", Some("/d"), Some(".JS;.PY;.CMD"), files(&present)),
+            Some(PathBuf::from("/d/tool.cmd"))
         );
     }
 }

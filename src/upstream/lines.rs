@@ -18,6 +18,7 @@ use rmcp::model::{
     ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -125,7 +126,11 @@ impl Decoder for LineDecoder {
     fn decode_eof(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, Self::Error> {
         // Bytes after the last newline are an incomplete message: nothing to deliver.
         let line = self.decode(buf)?;
-        buf.clear();
+        if line.is_none() {
+            buf.clear();
+            self.searched = 0;
+            self.discarding = false;
+        }
         Ok(line)
     }
 }
@@ -142,12 +147,17 @@ fn note_call(calls: &CallIds, message: &ClientJsonRpcMessage) {
     }
 }
 
-/// Just enough of a message to tell an answer to one of our `tools/call` requests.
+/// Just enough of a message to tell an answer to one of our `tools/call` requests, with the
+/// shape checks rmcp makes (version, and a response carries neither `method` nor `error`).
 #[derive(Deserialize)]
 struct Envelope<'a> {
+    #[serde(rename = "jsonrpc")]
+    _version: JsonRpcVersion2_0,
     id: Option<RequestId>,
     #[serde(borrow)]
     result: Option<&'a RawValue>,
+    method: Option<IgnoredAny>,
+    error: Option<IgnoredAny>,
 }
 
 /// One line from the server as rmcp would read it; `None` for what rmcp would skip.
@@ -177,8 +187,13 @@ fn parse(line: &[u8], calls: &CallIds, server: &str) -> Option<ServerJsonRpcMess
 /// reads as a `CallToolResult`. Errors and anything unexpected return `None` for rmcp to read.
 fn parse_call_answer(line: &str, calls: &CallIds) -> Option<ServerJsonRpcMessage> {
     let envelope: Envelope = serde_json::from_str(line).ok()?;
+    // A request from the server may reuse one of our ids: it is not an answer.
+    if envelope.method.is_some() {
+        return None;
+    }
     let id = envelope.id?;
-    if !lock(calls).remove(&id) {
+    // An answer ends the call, error or not; only a clean result takes the direct path.
+    if !lock(calls).remove(&id) || envelope.error.is_some() {
         return None;
     }
     let result: CallToolResult = serde_json::from_str(envelope.result?.get()).ok()?;
@@ -271,6 +286,28 @@ mod tests {
         let task = r#"{"jsonrpc":"2.0","id":3,"result":{"resultType":"task","task":{"taskId":"x"}}}"#;
         let rmcp: Option<ServerJsonRpcMessage> = serde_json::from_str(task).ok();
         assert_eq!(json(parse(task.as_bytes(), &calls, "t").as_ref()), json(rmcp.as_ref()));
+    }
+
+    #[test]
+    fn the_direct_path_keeps_rmcps_shape_checks() {
+        // A result next to an error, a wrong version, a request reusing our id: not answers.
+        let both = r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]},"error":{"code":1,"message":"x"}}"#;
+        let calls = tracked(&[4]);
+        assert!(parse_call_answer(both, &calls).is_none());
+        assert!(!lock(&calls).contains(&NumberOrString::Number(4)));
+        let version = r#"{"jsonrpc":"1.0","id":5,"result":{"content":[]}}"#;
+        assert!(parse_call_answer(version, &tracked(&[5])).is_none());
+        let request = r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#;
+        let calls = tracked(&[6]);
+        assert!(parse_call_answer(request, &calls).is_none());
+        assert!(
+            lock(&calls).contains(&NumberOrString::Number(6)),
+            "the call still waits for its answer"
+        );
+        assert!(matches!(
+            parse(request.as_bytes(), &calls, "t"),
+            Some(JsonRpcMessage::Request(_))
+        ));
     }
 
     #[test]

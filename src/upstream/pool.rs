@@ -204,14 +204,14 @@ impl Pool {
             .acquire()
             .await
             .expect("the pool never closes its semaphore");
-        match Connection::open(
+        // Boxed: opening covers every transport and is large; callers' futures stay small.
+        let open = Box::pin(Connection::open(
             &server.spec,
             self.base_dir.as_deref(),
             &self.shutdown,
             self.events.clone(),
-        )
-        .await
-        {
+        ));
+        match open.await {
             Ok((connection, tools)) => {
                 tracing::info!(server = %server.spec.name, tools = tools.len(), "connected");
                 let connection = Arc::new(connection);

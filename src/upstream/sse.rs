@@ -22,6 +22,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 /// How many server messages may wait for the session to read them.
 const INCOMING_BUFFER: usize = 64;
 
+/// The most one event may take before the stream is dropped: the event parser buffers a
+/// whole event, so a `data:` line that never ends would otherwise grow without bound
+/// (rmcp's own stdio limit, 16 MiB, plus room for the field names).
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024 + 4096;
+
 /// Why a message could not be posted.
 #[derive(Debug, thiserror::Error)]
 pub enum SseSendError {
@@ -69,11 +74,18 @@ impl SseTransport {
                 "GET {url} did not answer with an event stream (text/event-stream)"
             ));
         }
-        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        // Same-origin redirects may have moved the stream: the endpoint is relative to where
+        // it ended up.
+        let url = response.url().clone();
+        let mut events = SseStream::from_bytes_stream(bounded(response.bytes_stream(), server.clone()));
         let endpoint = loop {
             match events.next().await {
                 Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
-                    break resolve_endpoint(&url, event.data.as_deref().unwrap_or_default())?;
+                    let data = event.data.as_deref().unwrap_or_default();
+                    if data.trim().is_empty() {
+                        return Err(format!("GET {url}: the `endpoint` event names no URL"));
+                    }
+                    break resolve_endpoint(&url, data)?;
                 }
                 // Comments, keep-alives and anything sent before the endpoint carry nothing for us.
                 Some(Ok(_)) => {}
@@ -174,6 +186,33 @@ async fn read_messages<S>(
     }
 }
 
+/// `bytes` until one event (the bytes since the last blank line) grows past
+/// [`MAX_EVENT_BYTES`]; then the stream ends, which ends the session with a warning.
+fn bounded<S, E>(bytes: S, server: String) -> impl futures::Stream<Item = Result<bytes::Bytes, E>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>>,
+{
+    let (mut in_event, mut after_newline) = (0usize, false);
+    bytes.take_while(move |chunk| {
+        if let Ok(chunk) = chunk {
+            for &byte in chunk {
+                match byte {
+                    b'\n' if after_newline => in_event = 0,
+                    b'\n' => after_newline = true,
+                    b'\r' => {}
+                    _ => after_newline = false,
+                }
+                in_event += 1;
+            }
+        }
+        let within = in_event <= MAX_EVENT_BYTES;
+        if !within {
+            tracing::warn!(server = %server, "an SSE event exceeded {MAX_EVENT_BYTES} bytes; closing the stream");
+        }
+        futures::future::ready(within)
+    })
+}
+
 fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(reqwest::header::CONTENT_TYPE)
@@ -236,6 +275,22 @@ mod tests {
             let error = resolve_endpoint(&stream, other).unwrap_err();
             assert!(error.contains("another origin"), "{other}: {error}");
         }
+    }
+
+    #[tokio::test]
+    async fn an_endless_event_ends_the_stream_and_normal_ones_pass() {
+        let chunk = |s: &str| Ok::<_, std::io::Error>(bytes::Bytes::from(s.to_owned()));
+        let small = futures::stream::iter(vec![chunk("data: a\n\n"), chunk("data: b\n\n")]);
+        assert_eq!(bounded(small, "t".into()).collect::<Vec<_>>().await.len(), 2);
+        let endless = futures::stream::iter((0..20).map(|_| chunk(&"x".repeat(1024 * 1024))));
+        let kept = bounded(futures::stream::iter(vec![chunk("data: ")]).chain(endless), "t".into())
+            .collect::<Vec<_>>()
+            .await;
+        assert!(
+            kept.len() <= 17,
+            "{} chunks of an endless event were passed on",
+            kept.len()
+        );
     }
 
     #[test]
