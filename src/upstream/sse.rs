@@ -31,9 +31,9 @@ const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024 + 4096;
 #[derive(Debug, thiserror::Error)]
 pub enum SseSendError {
     #[error("POST {endpoint}: {source}")]
-    Http { endpoint: Url, source: reqwest::Error },
+    Http { endpoint: String, source: reqwest::Error },
     #[error("POST {endpoint} answered {status}")]
-    Status { endpoint: Url, status: StatusCode },
+    Status { endpoint: String, status: StatusCode },
 }
 
 /// One open SSE session: the stream is read by a task; messages are posted to `endpoint`.
@@ -58,20 +58,21 @@ impl SseTransport {
         headers: HeaderMap,
         server: String,
     ) -> Result<Self, String> {
+        let shown_url = shown(&url);
         let response = client
             .get(url.clone())
             .headers(headers.clone())
             .header(ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
+            .map_err(|e| format!("GET {shown_url}: {}", e.without_url()))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!("GET {url} answered {status}"));
+            return Err(format!("GET {shown_url} answered {status}"));
         }
         if !is_event_stream(response.headers()) {
             return Err(format!(
-                "GET {url} did not answer with an event stream (text/event-stream)"
+                "GET {shown_url} did not answer with an event stream (text/event-stream)"
             ));
         }
         // Same-origin redirects may have moved the stream: the endpoint is relative to where
@@ -83,14 +84,18 @@ impl SseTransport {
                 Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
                     let data = event.data.as_deref().unwrap_or_default();
                     if data.trim().is_empty() {
-                        return Err(format!("GET {url}: the `endpoint` event names no URL"));
+                        return Err(format!("GET {shown_url}: the `endpoint` event names no URL"));
                     }
                     break resolve_endpoint(&url, data)?;
                 }
                 // Comments, keep-alives and anything sent before the endpoint carry nothing for us.
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(format!("GET {url}: the event stream broke: {e}")),
-                None => return Err(format!("GET {url}: the event stream ended before an `endpoint` event")),
+                Some(Err(e)) => return Err(format!("GET {shown_url}: the event stream broke: {e}")),
+                None => {
+                    return Err(format!(
+                        "GET {shown_url}: the event stream ended before an `endpoint` event"
+                    ));
+                }
             }
         };
         let (sender, incoming) = mpsc::channel(INCOMING_BUFFER);
@@ -117,16 +122,16 @@ impl Transport<RoleClient> for SseTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let endpoint = self.endpoint.clone();
+        let endpoint = shown(&self.endpoint);
         let request = self
             .client
-            .post(endpoint.clone())
+            .post(self.endpoint.clone())
             .headers(self.headers.clone())
             .json(&item);
         async move {
             let response = request.send().await.map_err(|source| SseSendError::Http {
                 endpoint: endpoint.clone(),
-                source,
+                source: source.without_url(),
             })?;
             let status = response.status();
             if status.is_success() {
@@ -213,6 +218,21 @@ where
     })
 }
 
+/// `url` fit for an error message, a log or the model's context: no user name or password,
+/// query values replaced by `***` (hosted servers often take an API key in the query).
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    if url.query().is_some() {
+        let keys: Vec<String> = url.query_pairs().map(|(key, _)| key.into_owned()).collect();
+        url.query_pairs_mut()
+            .clear()
+            .extend_pairs(keys.iter().map(|key| (key, "***")));
+    }
+    url.to_string()
+}
+
 fn is_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get(reqwest::header::CONTENT_TYPE)
@@ -291,6 +311,14 @@ mod tests {
             "{} chunks of an endless event were passed on",
             kept.len()
         );
+    }
+
+    #[test]
+    fn urls_in_messages_carry_no_secrets() {
+        let url = url("https://user:pw@api.example.com/sse?api_key=s3cret&session=abc");
+        let text = shown(&url);
+        assert_eq!(text, "https://api.example.com/sse?api_key=***&session=***");
+        assert_eq!(shown(&self::url("http://h:3001/sse")), "http://h:3001/sse");
     }
 
     #[test]
