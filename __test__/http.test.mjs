@@ -115,7 +115,7 @@ test("connection type 'sse' against a streamable-only server fails with the reas
 test('an unreachable HTTP server is `error` with the reason', async () => {
   const port = await freePort();
   const config = writeConfig({
-    discovery: { servers: [{ name: 'down', startupTimeoutMs: 3000, connection: { type: 'http', url: `http://127.0.0.1:${port}/mcp` } }] },
+    discovery: { servers: [{ name: 'down', startupTimeoutMs: 3000, connection: { type: 'http', url: `http://127.0.0.1:${port}/mcp?api_key=s3cret` } }] },
   });
   const gateway = await startGateway(config);
   try {
@@ -123,6 +123,9 @@ test('an unreachable HTTP server is `error` with the reason', async () => {
     assert.equal(body.servers[0].status, 'error');
     // Both transports were tried, and each says why it failed.
     assert.match(body.servers[0].error, /streamable HTTP: .+; legacy HTTP\+SSE: .+/, body.servers[0].error);
+    // The status reaches the model: a key in the URL must not.
+    assert.ok(!body.servers[0].error.includes('s3cret'), body.servers[0].error);
+    assert.match(body.servers[0].error, /api_key=\*\*\*/);
   } finally {
     await gateway.client.close();
   }

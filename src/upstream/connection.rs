@@ -32,6 +32,7 @@ use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
 use super::lines;
 use super::process::ProcessGroup;
 use super::sse::SseTransport;
+use super::url_text;
 use crate::config::{expand, ServerSpec, TransportKind};
 
 /// How long closing stdin may take before the group is signalled.
@@ -416,6 +417,11 @@ async fn open_http(
     let streamable = handshake(client.clone(), streamable_transport(spec)?, timeout, shutdown).await;
     let Err(streamable_error) = streamable else {
         return Ok(streamable);
+    };
+    // rmcp's errors print the whole URL, API keys in its query included.
+    let streamable_error = match Url::parse(&http_url(spec)?) {
+        Ok(url) => url_text::redact(&streamable_error, &url),
+        Err(_) => streamable_error,
     };
     let deadline = started + timeout;
     if Instant::now() >= deadline || shutdown.is_cancelled() {

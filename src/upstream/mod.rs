@@ -6,7 +6,7 @@
 //!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
 //!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,
-//!   `sse` the legacy HTTP+SSE one it falls back to;
+//!   `sse` the legacy HTTP+SSE one it falls back to, `url_text` how their URLs are shown;
 //! - `pool`: every configured server, its status, connecting with bounded concurrency,
 //!   backoff after failures, reconnecting a crashed session, closing idle ones, and closing
 //!   everything on shutdown.
@@ -20,6 +20,7 @@ mod lines;
 mod pool;
 mod process;
 mod sse;
+mod url_text;
 
 pub use connection::{CallFailure, Connection, ProgressSink, ProgressUpdate, UpstreamEvent};
 pub use pool::{CallGuard, Pool, Server, ServerStatus};

@@ -15,6 +15,8 @@ use reqwest::{StatusCode, Url};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
+
+use super::url_text::shown;
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -65,7 +67,7 @@ impl SseTransport {
             .header(ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| format!("GET {shown_url}: {}", e.without_url()))?;
+            .map_err(|e| format!("GET {shown_url}: {}", with_causes(&e.without_url())))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("GET {shown_url} answered {status}"));
@@ -218,19 +220,19 @@ where
     })
 }
 
-/// `url` fit for an error message, a log or the model's context: no user name or password,
-/// query values replaced by `***` (hosted servers often take an API key in the query).
-fn shown(url: &Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    if url.query().is_some() {
-        let keys: Vec<String> = url.query_pairs().map(|(key, _)| key.into_owned()).collect();
-        url.query_pairs_mut()
-            .clear()
-            .extend_pairs(keys.iter().map(|key| (key, "***")));
+/// An error and its causes: reqwest's own text ("error sending request") leaves out the
+/// part a person can act on ("connection refused").
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text = format!("{text}: {inner_text}");
+        }
+        cause = inner.source();
     }
-    url.to_string()
+    text
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {
@@ -311,14 +313,6 @@ mod tests {
             "{} chunks of an endless event were passed on",
             kept.len()
         );
-    }
-
-    #[test]
-    fn urls_in_messages_carry_no_secrets() {
-        let url = url("https://user:pw@api.example.com/sse?api_key=s3cret&session=abc");
-        let text = shown(&url);
-        assert_eq!(text, "https://api.example.com/sse?api_key=***&session=***");
-        assert_eq!(shown(&self::url("http://h:3001/sse")), "http://h:3001/sse");
     }
 
     #[test]
