@@ -156,14 +156,21 @@ impl Connection {
                 let transport = lines::transport(stdout, stdin, spec.name.clone());
                 (group, handshake(client, transport, timeout, shutdown).await)
             }
-            TransportKind::Http => (
-                ProcessGroup::new(None),
-                open_http(spec, client, timeout, shutdown).await?,
-            ),
-            TransportKind::Sse => (
-                ProcessGroup::new(None),
-                open_sse(spec, client, Instant::now() + timeout, shutdown).await,
-            ),
+            TransportKind::Http => {
+                let remote = Remote::new(spec)?;
+                (
+                    ProcessGroup::new(None),
+                    open_http(&remote, client, timeout, shutdown).await,
+                )
+            }
+            TransportKind::Sse => {
+                let remote = Remote::new(spec)?;
+                let deadline = Instant::now() + timeout;
+                (
+                    ProcessGroup::new(None),
+                    open_sse(&remote, client, deadline, shutdown).await,
+                )
+            }
         };
         match outcome {
             Ok((service, tools)) => {
@@ -404,45 +411,69 @@ fn spawn_stdio(
     Ok((group, (StdoutTap::new(stdout, diagnostics.clone()), stdin)))
 }
 
+/// A remote server's URL and headers, `${VAR}` expanded and checked once, and the client to
+/// reach it with; both transports (and the fallback from one to the other) share them.
+struct Remote {
+    server: String,
+    url: Url,
+    headers: HeaderMap,
+    client: reqwest::Client,
+}
+
+impl Remote {
+    fn new(spec: &ServerSpec) -> Result<Self, String> {
+        let url =
+            expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
+        Ok(Self {
+            server: spec.name.clone(),
+            url: Url::parse(&url).map_err(|e| format!("url: {e}"))?,
+            headers: http_headers(spec)?,
+            client: http_client()?,
+        })
+    }
+}
+
 /// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
 /// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
-/// clients that talk to older servers). The outer `Err` is for a spec that cannot work at all.
+/// clients that talk to older servers).
 async fn open_http(
-    spec: &ServerSpec,
+    remote: &Remote,
     client: UpstreamClient,
     timeout: Duration,
     shutdown: &CancellationToken,
-) -> Result<Result<Session, String>, String> {
+) -> Result<Session, String> {
     let started = Instant::now();
-    let streamable = handshake(client.clone(), streamable_transport(spec)?, timeout, shutdown).await;
+    let streamable = handshake(client.clone(), streamable_transport(remote), timeout, shutdown).await;
     let Err(streamable_error) = streamable else {
-        return Ok(streamable);
+        return streamable;
     };
     // rmcp's errors print the whole URL, API keys in its query included.
-    let streamable_error = match Url::parse(&http_url(spec)?) {
-        Ok(url) => url_text::redact(&streamable_error, &url),
-        Err(_) => streamable_error,
-    };
+    let streamable_error = url_text::redact(&streamable_error, &remote.url);
     let deadline = started + timeout;
     if Instant::now() >= deadline || shutdown.is_cancelled() {
-        return Ok(Err(streamable_error));
+        return Err(streamable_error);
     }
-    let fallback = open_sse(spec, client, deadline, shutdown).await;
-    Ok(fallback.map_err(|sse_error| format!("streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}")))
+    let fallback = open_sse(remote, client, deadline, shutdown).await;
+    fallback.map_err(|sse_error| format!("streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}"))
 }
 
 /// Open the SSE stream and complete the handshake, all before `deadline`; gives up at once
 /// when the gateway shuts down (the pool holds the server's slot while this runs).
 async fn open_sse(
-    spec: &ServerSpec,
+    remote: &Remote,
     client: UpstreamClient,
     deadline: Instant,
     shutdown: &CancellationToken,
 ) -> Result<Session, String> {
     let budget = deadline.saturating_duration_since(Instant::now());
-    let connect = tokio::time::timeout_at(deadline.into(), sse_transport(spec));
+    let sse = SseTransport::connect(
+        remote.client.clone(),
+        remote.url.clone(),
+        remote.headers.clone(),
+        remote.server.clone(),
+    );
     let transport = tokio::select! {
-        connected = connect => connected.unwrap_or_else(|_| {
+        connected = tokio::time::timeout_at(deadline.into(), sse) => connected.unwrap_or_else(|_| {
             Err(format!("the SSE stream did not name its endpoint within {} ms", budget.as_millis()))
         })?,
         () = shutdown.cancelled() => return Err("the gateway is shutting down".to_owned()),
@@ -456,33 +487,20 @@ async fn open_sse(
     .await
 }
 
-/// A streamable-HTTP transport to `connection.url` with `connection.headers` (expanded).
-/// `Authorization: Bearer …` goes through rmcp's own auth header; other headers as given.
-fn streamable_transport(spec: &ServerSpec) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(http_url(spec)?);
-    for (name, value) in http_headers(spec)? {
-        let Some(name) = name else { continue };
+/// A streamable-HTTP transport to the remote server. `Authorization: Bearer …` goes through
+/// rmcp's own auth header; other headers as given.
+fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<reqwest::Client> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
+    for (name, value) in &remote.headers {
         if name == AUTHORIZATION {
             if let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
                 config.auth_header = Some(token.to_owned());
                 continue;
             }
         }
-        config.custom_headers.insert(name, value);
+        config.custom_headers.insert(name.clone(), value.clone());
     }
-    Ok(StreamableHttpClientTransport::with_client(http_client()?, config))
-}
-
-/// The legacy SSE transport: its event stream opened and its endpoint known.
-async fn sse_transport(spec: &ServerSpec) -> Result<SseTransport, String> {
-    let url = http_url(spec)?;
-    let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
-    SseTransport::connect(http_client()?, url, http_headers(spec)?, spec.name.clone()).await
-}
-
-/// `connection.url` with `${VAR}` expanded.
-fn http_url(spec: &ServerSpec) -> Result<String, String> {
-    expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))
+    StreamableHttpClientTransport::with_client(remote.client.clone(), config)
 }
 
 /// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
