@@ -48,15 +48,9 @@ test('a streamable-HTTP server works through the five meta-tools', async () => {
   });
   const gateway = await startGateway(config, { REMOTE_URL: http.url, REMOTE_TOKEN: 'test-token' });
   try {
+    await assertEchoWorks(gateway.client, 'over http');
     const { body: servers } = await call(gateway.client, 'list_mcp_servers');
-    assert.equal(servers.servers[0].status, 'connected', JSON.stringify(servers));
     assert.ok(servers.servers[0].toolCount > 5);
-    const { body: found } = await call(gateway.client, 'search_tools', { query: 'echo' });
-    assert.deepEqual([found.results[0].server, found.results[0].tool], ['remote', 'echo']);
-    const result = await gateway.client.callTool({
-      name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: 'over http' } },
-    });
-    assert.equal(result.content[0].text, 'Echo: over http');
   } finally {
     await gateway.client.close();
     http.child.kill();
