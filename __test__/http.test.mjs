@@ -124,3 +124,32 @@ test('an unreachable HTTP server is `error` with the reason', async () => {
     await gateway.client.close();
   }
 });
+
+for (const mode of ['streamableHttp', 'sse']) {
+  test(`a ${mode} server that goes away mid-session: the error reaches the model without the URL's key`, async () => {
+    const remote = await startHttpEverything(mode);
+    const url = `${remote.url}?api_key=s3cret`;
+    const config = writeConfig({
+      discovery: { servers: [{ name: 'remote', timeoutMs: 5000, connection: { type: mode === 'sse' ? 'sse' : 'http', url } }] },
+    });
+    const gateway = await startGateway(config);
+    try {
+      await assertEchoWorks(gateway.client, 'before it goes away');
+      remote.child.kill();
+      await new Promise((resolve) => remote.child.once('exit', resolve));
+      const result = await gateway.client.callTool({
+        name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: 'after' } },
+      });
+      const text = result.content[0].text;
+      assert.equal(result.isError, true, text);
+      assert.ok(!text.includes('s3cret'), text);
+      // …and it says what a person can act on.
+      assert.match(text, /connection refused/i);
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      assert.ok(!JSON.stringify(body).includes('s3cret'), JSON.stringify(body));
+    } finally {
+      await gateway.client.close();
+      remote.child.kill();
+    }
+  });
+}

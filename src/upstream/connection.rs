@@ -118,6 +118,8 @@ pub struct Connection {
     group: ProcessGroup,
     diagnostics: Diagnostics,
     progress: ProgressRoutes,
+    /// A remote server's URL: its errors can quote it, key and all, and they reach the model.
+    url: Option<Url>,
     /// Set once `close` ran, so `Drop` knows the processes are already ended.
     closed: AtomicBool,
 }
@@ -150,26 +152,22 @@ impl Connection {
         };
         let timeout = Duration::from_millis(spec.startup_timeout_ms());
         let diagnostics = Diagnostics::default();
-        let (group, outcome) = match spec.connection.kind {
+        let (group, url, outcome) = match spec.connection.kind {
             TransportKind::Stdio => {
                 let (group, (stdout, stdin)) = spawn_stdio(spec, base_dir, &diagnostics)?;
                 let transport = lines::transport(stdout, stdin, spec.name.clone());
-                (group, handshake(client, transport, timeout, shutdown).await)
+                (group, None, handshake(client, transport, timeout, shutdown).await)
             }
             TransportKind::Http => {
                 let remote = Remote::new(spec)?;
-                (
-                    ProcessGroup::new(None),
-                    open_http(&remote, client, timeout, shutdown).await,
-                )
+                let outcome = open_http(&remote, client, timeout, shutdown).await;
+                (ProcessGroup::new(None), Some(remote.url), outcome)
             }
             TransportKind::Sse => {
                 let remote = Remote::new(spec)?;
                 let deadline = Instant::now() + timeout;
-                (
-                    ProcessGroup::new(None),
-                    open_sse(&remote, client, deadline, shutdown).await,
-                )
+                let outcome = open_sse(&remote, client, deadline, shutdown).await;
+                (ProcessGroup::new(None), Some(remote.url), outcome)
             }
         };
         match outcome {
@@ -181,6 +179,7 @@ impl Connection {
                         group,
                         diagnostics,
                         progress,
+                        url,
                         closed,
                     },
                     tools,
@@ -240,11 +239,11 @@ impl Connection {
             Ok(Ok(_)) => Err(CallFailure::Server(
                 "the server answered tools/call with another result type".into(),
             )),
-            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(e.message.into_owned())),
+            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(self.shown(&e.message))),
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => {
-                Err(CallFailure::Server(format!("the request could not be sent: {error}")))
-            }
+            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(CallFailure::Server(self.shown(
+                &format!("the request could not be sent: {}", transport_error_text(&error)),
+            ))),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -252,7 +251,16 @@ impl Connection {
                     self.diagnostics.explain("the server closed the connection"),
                 ))
             }
-            Ok(Err(other)) => Err(CallFailure::Server(other.to_string())),
+            Ok(Err(other)) => Err(CallFailure::Server(self.shown(&other.to_string()))),
+        }
+    }
+
+    /// An error text fit for the model's context: a remote server's URL without its secrets
+    /// (rmcp's HTTP errors quote the whole URL).
+    fn shown(&self, text: &str) -> String {
+        match &self.url {
+            Some(url) => url_text::redact(text, url),
+            None => text.to_owned(),
         }
     }
 
@@ -261,7 +269,11 @@ impl Connection {
     /// # Errors
     /// The server's error, as text.
     pub async fn list_tools(&self) -> Result<Vec<Tool>, String> {
-        self.service.peer().list_all_tools().await.map_err(|e| e.to_string())
+        self.service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| self.shown(&e.to_string()))
     }
 
     /// The process group, to end it even while a call still holds the session.
@@ -285,6 +297,16 @@ impl Drop for Connection {
         if !self.closed.load(Ordering::SeqCst) {
             self.group.kill_now();
         }
+    }
+}
+
+/// A transport error with the causes a person can act on ("connection refused"): rmcp's
+/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
+fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
+    type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
+    match error.error.downcast_ref::<HttpError>() {
+        Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        _ => url_text::with_causes(&*error.error),
     }
 }
 

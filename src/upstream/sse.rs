@@ -16,7 +16,7 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
 
-use super::url_text::shown;
+use super::url_text::{shown, with_causes};
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -218,21 +218,6 @@ where
         }
         futures::future::ready(within)
     })
-}
-
-/// An error and its causes: reqwest's own text ("error sending request") leaves out the
-/// part a person can act on ("connection refused").
-fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let inner_text = inner.to_string();
-        if !text.contains(&inner_text) {
-            text = format!("{text}: {inner_text}");
-        }
-        cause = inner.source();
-    }
-    text
 }
 
 fn is_event_stream(headers: &HeaderMap) -> bool {

@@ -1,4 +1,5 @@
-//! URLs as people (and models) get to see them: in errors, logs and server statuses, which
+//! URLs and errors of remote servers as people (and models) get to see them: in errors, logs
+//! and server statuses, which
 //! `list_mcp_servers` puts in the model's context. Hosted servers often take an API key in
 //! the URL, so credentials and query values never appear.
 
@@ -33,6 +34,21 @@ pub fn redact(text: &str, url: &Url) -> String {
             break;
         };
         text.replace_range(start..start + end + "] error: ".len(), "");
+    }
+    text
+}
+
+/// An error and its causes: reqwest's own text ("error sending request") leaves out the
+/// part a person can act on ("connection refused").
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        let inner_text = inner.to_string();
+        if !text.contains(&inner_text) {
+            text = format!("{text}: {inner_text}");
+        }
+        cause = inner.source();
     }
     text
 }
