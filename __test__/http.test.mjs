@@ -19,8 +19,8 @@ function freePort() {
 }
 
 /** server-everything over streamable HTTP (`/mcp`) or legacy SSE (`/sse`); resolves once it listens. */
-async function startHttpEverything(mode = 'streamableHttp') {
-  const port = await freePort();
+async function startHttpEverything(mode = 'streamableHttp', port = undefined) {
+  port ??= await freePort();
   const child = spawn(process.execPath, [serverPaths.everything, mode], {
     env: { ...process.env, PORT: String(port) },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -33,7 +33,7 @@ async function startHttpEverything(mode = 'streamableHttp') {
     });
     child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
   });
-  return { child, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
+  return { child, port, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
 }
 
 test('a streamable-HTTP server works through the five meta-tools', async () => {
@@ -126,27 +126,43 @@ test('an unreachable HTTP server is `error` with the reason', async () => {
 });
 
 for (const mode of ['streamableHttp', 'sse']) {
-  test(`a ${mode} server that goes away mid-session: the error reaches the model without the URL's key`, async () => {
-    const remote = await startHttpEverything(mode);
+  test(`a ${mode} server that goes away and comes back: a clear error meanwhile, then calls work again`, async () => {
+    let remote = await startHttpEverything(mode);
     const url = `${remote.url}?api_key=s3cret`;
     const config = writeConfig({
       discovery: { servers: [{ name: 'remote', timeoutMs: 5000, connection: { type: mode === 'sse' ? 'sse' : 'http', url } }] },
     });
     const gateway = await startGateway(config);
+    const echo = (message) => gateway.client.callTool({
+      name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message } },
+    });
     try {
       await assertEchoWorks(gateway.client, 'before it goes away');
       remote.child.kill();
       await new Promise((resolve) => remote.child.once('exit', resolve));
-      const result = await gateway.client.callTool({
-        name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: 'after' } },
-      });
-      const text = result.content[0].text;
-      assert.equal(result.isError, true, text);
+
+      const failed = await echo('while it is away');
+      const text = failed.content[0].text;
+      assert.equal(failed.isError, true, text);
+      // The error reaches the model: a key in the URL must not…
       assert.ok(!text.includes('s3cret'), text);
       // …and it says what a person can act on.
       assert.match(text, /connection refused/i);
       const { body } = await call(gateway.client, 'list_mcp_servers');
       assert.ok(!JSON.stringify(body).includes('s3cret'), JSON.stringify(body));
+
+      // Back on the same port, it has forgotten our session. TypeScript-SDK servers answer
+      // that with 400 and an id-less error, which once left every call waiting for its
+      // whole timeout (5 s here: a hang shows as TOOL_EXECUTION_TIMEOUT below).
+      remote = await startHttpEverything(mode, remote.port);
+      let answer;
+      for (let attempt = 0; attempt < 20; attempt++) {
+        answer = await echo('after it came back');
+        if (!answer.isError) break;
+        assert.match(answer.content[0].text, /SERVER_CONNECTION_ERROR/, answer.content[0].text);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      assert.equal(answer.content[0].text, 'Echo: after it came back');
     } finally {
       await gateway.client.close();
       remote.child.kill();

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
+use super::http::HttpClient;
 use super::lines;
 use super::process::ProcessGroup;
 use super::sse::SseTransport;
@@ -511,7 +512,7 @@ async fn open_sse(
 
 /// A streamable-HTTP transport to the remote server. `Authorization: Bearer …` goes through
 /// rmcp's own auth header; other headers as given.
-fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<reqwest::Client> {
+fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<HttpClient> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
     for (name, value) in &remote.headers {
         if name == AUTHORIZATION {
@@ -522,7 +523,7 @@ fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<reqwes
         }
         config.custom_headers.insert(name.clone(), value.clone());
     }
-    StreamableHttpClientTransport::with_client(remote.client.clone(), config)
+    StreamableHttpClientTransport::with_client(HttpClient(remote.client.clone()), config)
 }
 
 /// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.

@@ -6,7 +6,9 @@
 //!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
 //!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,
-//!   `sse` the legacy HTTP+SSE one it falls back to, `url_text` how their URLs are shown;
+//!   `http` the HTTP client under rmcp's streamable-HTTP one (lost sessions as real servers
+//!   report them), `sse` the legacy HTTP+SSE transport it falls back to, `url_text` how
+//!   their URLs and errors are shown;
 //! - `pool`: every configured server, its status, connecting with bounded concurrency,
 //!   backoff after failures, reconnecting a crashed session, closing idle ones, and closing
 //!   everything on shutdown.
@@ -15,6 +17,7 @@
 
 mod connection;
 mod diagnostics;
+mod http;
 mod launcher;
 mod lines;
 mod pool;
