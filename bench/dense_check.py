@@ -16,6 +16,10 @@ per set x catalog run how many queries have an expected tool in the top 5 for:
 - either: ours or dense (an upper bound for any fusion of the two top-5 lists),
 - rrf:    reciprocal-rank fusion of both lists (k = 60, dense weighted 0.5 and 1).
 
+With --static the model is distilled into one vector per vocabulary token (each token run
+through the model alone, as model2vec does) and a text is the idf-weighted mean of its tokens'
+vectors, idf taken over the catalog: the form cheap enough for the gateway's own search.
+
 The model runs in numpy (a plain BERT forward pass below) so that no deep-learning framework is
 needed. Embeddings are cached per catalog in --cache.
 """
@@ -72,6 +76,19 @@ class MiniLM:
                 return [self.ids["[UNK]"]]
             start = end
         return pieces
+
+    def token_vectors(self, cache: Path) -> np.ndarray:
+        """One vector per vocabulary token: `[CLS] token [SEP]` through the model, mean-pooled."""
+        path = cache / "static-tokens.npy"
+        if path.exists():
+            return np.load(path)
+        cls, sep = self.ids["[CLS]"], self.ids["[SEP]"]
+        ids = np.array([[cls, token, sep] for token in range(len(self.ids))])
+        vectors = np.concatenate([self.forward(chunk, np.ones(chunk.shape, np.float32)).mean(1)
+                                  for chunk in np.array_split(ids, 16)])
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        np.save(path, vectors)
+        return vectors
 
     def encode(self, texts: list[str], batch: int = 64) -> np.ndarray:
         out = np.zeros((len(texts), 384), np.float32)
@@ -166,6 +183,29 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+class StaticEncoder:
+    """Texts as the idf-weighted mean of per-token vectors, idf over one catalog's tools."""
+
+    def __init__(self, model: MiniLM, vectors: np.ndarray, catalog_texts: list[str]):
+        self.model, self.vectors = model, vectors
+        special = {model.ids[t] for t in ("[CLS]", "[SEP]", "[UNK]", "[PAD]", "[MASK]")}
+        self.tokens = lambda text: [t for t in model.tokenize(text, 512) if t not in special]
+        df: dict[int, int] = {}
+        for text in catalog_texts:
+            for token in set(self.tokens(text)):
+                df[token] = df.get(token, 0) + 1
+        self.idf = lambda token: math.log(1 + len(catalog_texts) / (df.get(token, 0) + 1))
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.vectors.shape[1]), np.float32)
+        for row, text in enumerate(texts):
+            for token in self.tokens(text):
+                out[row] += self.idf(token) * self.vectors[token]
+            norm = np.linalg.norm(out[row])
+            out[row] /= norm or 1
+        return out
+
+
 def catalog_embeddings(model, data: Path, cache: Path, catalog: str):
     tools = read_jsonl(data / "catalogs" / f"{catalog}.jsonl")
     keys = [f"{t['server']}:{t['name']}" for t in tools]
@@ -187,10 +227,18 @@ def fused(ours: list[str], dense: list[str], weight: float) -> list[str]:
 
 
 def evaluate(model, args, query_set: str, catalog: str) -> dict[str, int]:
-    keys, tools = catalog_embeddings(model, args.data, args.cache, catalog)
     queries = read_jsonl(args.data / "queries" / "dev" / f"{query_set}.jsonl")
     ours = {r["id"]: r["results"] for r in read_jsonl(args.rankings / f"{query_set}-{catalog}.jsonl")}
-    vectors = model.encode([q["query"] for q in queries])
+    if args.static:
+        catalog_tools = read_jsonl(args.data / "catalogs" / f"{catalog}.jsonl")
+        keys = [f"{t['server']}:{t['name']}" for t in catalog_tools]
+        texts = [tool_text(t) for t in catalog_tools]
+        encoder = StaticEncoder(model, model.token_vectors(args.cache), texts)
+        tools = encoder.encode(texts)
+    else:
+        keys, tools = catalog_embeddings(model, args.data, args.cache, catalog)
+        encoder = model
+    vectors = encoder.encode([q["query"] for q in queries])
     counts = dict.fromkeys(["ours", "dense", "either", "rrf 0.5", "rrf 1"], 0)
     for query, vector in zip(queries, vectors):
         expected = set(query["expected"])
@@ -224,6 +272,7 @@ def main():
     parser.add_argument("--data", type=Path, default=root.parent / "shared" / "data")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/dense-check"))
     parser.add_argument("--model", help="directory with model.safetensors and vocab.txt")
+    parser.add_argument("--static", action="store_true", help="per-token vectors instead of the whole model")
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
     model = MiniLM(model_dir(args.model))
