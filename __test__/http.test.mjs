@@ -2,6 +2,7 @@
 // modes on 127.0.0.1, reached through the same five meta-tools.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
 import { call, serverPaths, startGateway, writeConfig } from './helpers.mjs';
@@ -146,14 +147,17 @@ for (const mode of ['streamableHttp', 'sse']) {
       assert.equal(failed.isError, true, text);
       // The error reaches the model: a key in the URL must not…
       assert.ok(!text.includes('s3cret'), text);
-      // …and it says what a person can act on.
-      assert.match(text, /connection refused/i);
+      // …and it says what happened: the call found the server gone (or, over SSE, the
+      // gateway saw the stream end first).
+      assert.match(text, /connection refused|actively refused|closed the connection/i);
       const { body } = await call(gateway.client, 'list_mcp_servers');
       assert.ok(!JSON.stringify(body).includes('s3cret'), JSON.stringify(body));
 
       // Back on the same port, it has forgotten our session. TypeScript-SDK servers answer
       // that with 400 and an id-less error, which once left every call waiting for its
-      // whole timeout (5 s here: a hang shows as TOOL_EXECUTION_TIMEOUT below).
+      // whole timeout (5 s here: a hang shows as TOOL_EXECUTION_TIMEOUT below). Over
+      // streamable HTTP the first call must work (the session is renewed inside it); over
+      // SSE the gateway reconnects with backoff, and until then calls say it is not connected.
       remote = await startHttpEverything(mode, remote.port);
       let answer;
       for (let attempt = 0; attempt < 20; attempt++) {
@@ -163,9 +167,86 @@ for (const mode of ['streamableHttp', 'sse']) {
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
       assert.equal(answer.content[0].text, 'Echo: after it came back');
+      // A renewed session may be a redeployed server: its tools are listed again.
+      if (mode === 'streamableHttp') assert.match(gateway.stderr(), /listing tools again/);
     } finally {
       await gateway.client.close();
       remote.child.kill();
     }
   });
 }
+
+/**
+ * A minimal streamable-HTTP MCP server for faults server-everything cannot show: one `echo`
+ * tool, answered by `onCall(message)` → [status, body]. Counts what it was sent.
+ */
+async function startTinyHttpServer(onCall) {
+  const seen = { initialize: 0, call: 0 };
+  const server = createHttpServer((req, res) => {
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      const json = (status, value, headers = {}) =>
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(value));
+      if (req.method !== 'POST') return res.writeHead(405).end();
+      const message = JSON.parse(body);
+      if (message.method === 'initialize') {
+        seen.initialize++;
+        const result = { protocolVersion: message.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'tiny', version: '1' } };
+        return json(200, { jsonrpc: '2.0', id: message.id, result }, { 'mcp-session-id': `session-${seen.initialize}` });
+      }
+      if (!('id' in message)) return res.writeHead(202).end();
+      if (message.method === 'tools/list') {
+        return json(200, { jsonrpc: '2.0', id: message.id, result: { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] } });
+      }
+      if (message.method === 'tools/call') {
+        seen.call++;
+        return json(...onCall(message));
+      }
+      return json(200, { jsonrpc: '2.0', id: message.id, result: {} });
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { server, seen, url: `http://127.0.0.1:${server.address().port}/mcp` };
+}
+
+test("a healthy server's error without an id reaches the caller at once, and nothing is re-sent", async () => {
+  const tiny = await startTinyHttpServer(() => [400, { jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: entity too large' } }]);
+  const config = writeConfig({ discovery: { servers: [{ name: 'remote', timeoutMs: 20000, connection: { type: 'http', url: tiny.url } }] } });
+  const gateway = await startGateway(config);
+  try {
+    const result = await gateway.client.callTool({
+      name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: {} },
+    });
+    assert.equal(result.isError, true);
+    // The server's own words, not a timeout after 20 s and not "session expired".
+    assert.match(result.content[0].text, /Parse error: entity too large/, result.content[0].text);
+    // Not mistaken for a lost session: no second handshake, the call sent once (a tool
+    // that did run must not run twice).
+    assert.deepEqual(tiny.seen, { initialize: 1, call: 1 });
+  } finally {
+    await gateway.client.close();
+    tiny.server.close();
+  }
+});
+
+test('a server that quotes the API key in its refusal: the key still never reaches the model', async () => {
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(403, { 'content-type': 'text/plain' }).end(`invalid key for ${req.url}`));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${server.address().port}/mcp?api_key=s3cret`;
+  const config = writeConfig({ discovery: { servers: [{ name: 'remote', startupTimeoutMs: 3000, connection: { type: 'http', url } }] } });
+  const gateway = await startGateway(config);
+  try {
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    assert.equal(body.servers[0].status, 'error');
+    assert.match(body.servers[0].error, /403/, body.servers[0].error);
+    assert.ok(!body.servers[0].error.includes('s3cret'), body.servers[0].error);
+    assert.ok(!gateway.stderr().includes('s3cret'), gateway.stderr());
+  } finally {
+    await gateway.client.close();
+    server.close();
+  }
+});

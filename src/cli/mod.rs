@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::config::{default_config_path, Config, CONFIG_ENV};
 use crate::engine::Engine;
+use crate::upstream;
 
 mod eval;
 mod output;
@@ -142,6 +143,23 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> Resul
     Ok(Config::empty())
 }
 
+/// stderr for log lines, with remote servers' secrets scrubbed (`url_text::scrub_known`):
+/// libraries log errors that quote a server's URL, API key and all. The formatter writes
+/// each event in one call, so a secret is never split across writes.
+struct ScrubbedStderr;
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(upstream::scrub_known(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn init_logging(filter: Option<&str>) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("discovery=info,warn"))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("discovery=info,warn"));
@@ -149,7 +167,7 @@ fn init_logging(filter: Option<&str>) {
     // runs inside one Node process) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| ScrubbedStderr)
         .with_ansi(false)
         .with_target(false)
         .try_init();

@@ -190,6 +190,10 @@ impl Connection {
                 group.terminate(TERM_GRACE).await;
                 // Let the stderr reader and the waiter record the process's last words and exit.
                 tokio::time::sleep(Duration::from_millis(30)).await;
+                let failure = match &url {
+                    Some(url) => url_text::redact(&failure, url),
+                    None => failure,
+                };
                 Err(diagnostics.explain(&failure))
             }
         }
@@ -307,6 +311,8 @@ fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> Strin
     type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
     match error.error.downcast_ref::<HttpError>() {
         Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
+        Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
         _ => url_text::with_causes(&*error.error),
     }
 }
@@ -447,10 +453,13 @@ impl Remote {
     fn new(spec: &ServerSpec) -> Result<Self, String> {
         let url =
             expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
+        let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
+        let headers = http_headers(spec)?;
+        url_text::remember_secrets(&url, headers.values().filter_map(|v| v.to_str().ok()));
         Ok(Self {
             server: spec.name.clone(),
-            url: Url::parse(&url).map_err(|e| format!("url: {e}"))?,
-            headers: http_headers(spec)?,
+            url,
+            headers,
             client: http_client()?,
         })
     }
@@ -466,12 +475,10 @@ async fn open_http(
     shutdown: &CancellationToken,
 ) -> Result<Session, String> {
     let started = Instant::now();
-    let streamable = handshake(client.clone(), streamable_transport(remote), timeout, shutdown).await;
+    let streamable = handshake(client.clone(), streamable_transport(remote, &client), timeout, shutdown).await;
     let Err(streamable_error) = streamable else {
         return streamable;
     };
-    // rmcp's errors print the whole URL, API keys in its query included.
-    let streamable_error = url_text::redact(&streamable_error, &remote.url);
     let deadline = started + timeout;
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(streamable_error);
@@ -511,8 +518,9 @@ async fn open_sse(
 }
 
 /// A streamable-HTTP transport to the remote server. `Authorization: Bearer …` goes through
-/// rmcp's own auth header; other headers as given.
-fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<HttpClient> {
+/// rmcp's own auth header; other headers as given. A renewed session reaches `client`'s
+/// events as a tool change.
+fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableHttpClientTransport<HttpClient> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
     for (name, value) in &remote.headers {
         if name == AUTHORIZATION {
@@ -523,7 +531,8 @@ fn streamable_transport(remote: &Remote) -> StreamableHttpClientTransport<HttpCl
         }
         config.custom_headers.insert(name.clone(), value.clone());
     }
-    StreamableHttpClientTransport::with_client(HttpClient(remote.client.clone()), config)
+    let http = HttpClient::new(remote.client.clone(), client.server.clone(), client.events.clone());
+    StreamableHttpClientTransport::with_client(http, config)
 }
 
 /// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
@@ -542,7 +551,7 @@ fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, String> {
 /// The HTTP client for remote servers. Redirects are followed only within one origin:
 /// reqwest would follow them anywhere, stripping only `Authorization` and cookies, so a
 /// server could send our other headers (API keys) and message bodies to another host.
-fn http_client() -> Result<reqwest::Client, String> {
+pub(super) fn http_client() -> Result<reqwest::Client, String> {
     install_crypto_provider();
     let same_origin = reqwest::redirect::Policy::custom(|attempt| {
         let from = attempt.previous().last().map(Url::origin);

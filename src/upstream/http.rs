@@ -4,26 +4,78 @@
 //! The spec says a server answers a request for a session it no longer knows (it restarted,
 //! or expired the session) with 404, and rmcp then opens a new session and retries. Servers
 //! built on the official TypeScript SDK answer 400 with a JSON-RPC error that has no `id`
-//! (`"Bad Request: No valid session ID provided"`). rmcp hands that error on as a message
-//! no request can claim, so the call waited for its whole timeout, every time, until the
-//! gateway restarted. Here an id-less error answering a request is read as what it is:
-//! with a session attached, a lost session (rmcp re-initializes and retries once);
-//! without one, the answer to that request (so a failed handshake fails at once).
+//! (`-32000 "Bad Request: No valid session ID provided"`). rmcp hands that error on as a
+//! message no request can claim, so the call waited for its whole timeout, every time, until
+//! the gateway restarted. Here an id-less error answering one of our requests is claimed:
+//! with a session attached and the code such servers use for session trouble (-32000,
+//! -32001), it is a lost session (rmcp re-initializes and retries once); otherwise it is the
+//! answer to that request, so the caller gets the server's message at once.
+//!
+//! A renewed session may belong to a redeployed server with other tools, and rmcp keeps the
+//! renewal to itself: each `notifications/initialized` after the first is reported as
+//! `tools/list_changed`, so the catalog lists the server's tools again.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonRpcMessage, RequestId};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse};
+use tokio::sync::mpsc;
 
-/// reqwest with the lost-session rule above.
+use super::connection::UpstreamEvent;
+
+/// JSON-RPC codes TypeScript-SDK servers give session trouble: -32000 ("No valid session ID",
+/// "Server not initialized") and -32001 ("Session not found").
+const SESSION_ERROR_CODES: [ErrorCode; 2] = [ErrorCode(-32000), ErrorCode(-32001)];
+
+/// reqwest with the lost-session rule above, reporting renewed sessions for one server.
 #[derive(Clone)]
-pub struct HttpClient(pub reqwest::Client);
+pub struct HttpClient {
+    client: reqwest::Client,
+    server: String,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// Sessions begun so far (shared by rmcp's clones of this client).
+    sessions: Arc<AtomicUsize>,
+}
+
+impl HttpClient {
+    pub fn new(client: reqwest::Client, server: String, events: mpsc::UnboundedSender<UpstreamEvent>) -> Self {
+        Self {
+            client,
+            server,
+            events,
+            sessions: Arc::default(),
+        }
+    }
+
+    /// Note a session that began: after the first, the tools may have changed.
+    fn session_began(&self) {
+        if self.sessions.fetch_add(1, Ordering::SeqCst) > 0 {
+            tracing::info!(server = %self.server, "new session after the server lost ours; listing tools again");
+            let _ = self.events.send(UpstreamEvent::ToolsChanged {
+                server: self.server.clone(),
+            });
+        }
+    }
+
+    /// The POST's answer, claimed as the module docs say, with renewed sessions noted.
+    fn answered(
+        &self,
+        asked: Asked,
+        response: HttpResult<StreamableHttpPostResponse>,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        if asked.initialized && response.is_ok() {
+            self.session_began();
+        }
+        asked.claim(&self.server, response)
+    }
+}
 
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
@@ -40,10 +92,10 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .0
+            .client
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        asked.claim(response)
+        self.answered(asked, response)
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -57,7 +109,7 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .0
+            .client
             .post_message_with_max_sse_event_size(
                 uri,
                 message,
@@ -67,7 +119,7 @@ impl StreamableHttpClient for HttpClient {
                 max_sse_event_size,
             )
             .await;
-        asked.claim(response)
+        self.answered(asked, response)
     }
 
     async fn post_message_with_response_limits(
@@ -81,10 +133,10 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .0
+            .client
             .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
             .await;
-        asked.claim(response)
+        self.answered(asked, response)
     }
 
     async fn delete_session(
@@ -94,7 +146,7 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<()> {
-        self.0
+        self.client
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -107,7 +159,7 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        self.0
+        self.client
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
@@ -121,7 +173,7 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        self.0
+        self.client
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -134,10 +186,12 @@ impl StreamableHttpClient for HttpClient {
     }
 }
 
-/// What one POST asked: the request it carried (if any) and whether it named a session.
+/// What one POST asked: the request it carried (if any), whether it named a session, and
+/// whether it was the `notifications/initialized` that completes a handshake.
 struct Asked {
     request: Option<RequestId>,
     in_session: bool,
+    initialized: bool,
 }
 
 impl Asked {
@@ -146,21 +200,31 @@ impl Asked {
             JsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
-        Self { request, in_session }
+        let initialized = matches!(
+            message,
+            JsonRpcMessage::Notification(n) if matches!(n.notification, ClientNotification::InitializedNotification(_))
+        );
+        Self {
+            request,
+            in_session,
+            initialized,
+        }
     }
 
-    /// The POST's answer, with an id-less error answering our request made claimable.
-    fn claim(self, response: HttpResult<StreamableHttpPostResponse>) -> HttpResult<StreamableHttpPostResponse> {
+    /// The POST's answer, with an id-less error answering our request claimed.
+    fn claim(
+        self,
+        server: &str,
+        response: HttpResult<StreamableHttpPostResponse>,
+    ) -> HttpResult<StreamableHttpPostResponse> {
         match (response?, self.request) {
-            (StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), _), Some(_))
-                if error.id.is_none() && self.in_session =>
-            {
-                tracing::debug!(message = %error.error.message, "id-less error in a session: session lost");
-                Err(StreamableHttpError::SessionExpired)
-            }
             (StreamableHttpPostResponse::Json(JsonRpcMessage::Error(mut error), session), Some(id))
                 if error.id.is_none() =>
             {
+                if self.in_session && SESSION_ERROR_CODES.contains(&error.error.code) {
+                    tracing::info!(%server, message = %error.error.message, "the server lost our session");
+                    return Err(StreamableHttpError::SessionExpired);
+                }
                 error.id = Some(id);
                 Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), session))
             }
@@ -179,7 +243,11 @@ mod tests {
     }
 
     fn idless_error() -> StreamableHttpPostResponse {
-        let error = ErrorData::new(ErrorCode(-32000), "Bad Request: No valid session ID provided", None);
+        idless(-32000, "Bad Request: No valid session ID provided")
+    }
+
+    fn idless(code: i32, text: &str) -> StreamableHttpPostResponse {
+        let error = ErrorData::new(ErrorCode(code), text.to_owned(), None);
         let message = ServerJsonRpcMessage::Error(JsonRpcError::new(None, error));
         StreamableHttpPostResponse::Json(message, None)
     }
@@ -193,7 +261,7 @@ mod tests {
 
     #[test]
     fn an_idless_error_in_a_session_is_a_lost_session() {
-        let claimed = Asked::of(&request(7), true).claim(Ok(idless_error()));
+        let claimed = Asked::of(&request(7), true).claim("s", Ok(idless_error()));
         assert!(
             matches!(claimed, Err(StreamableHttpError::SessionExpired)),
             "{claimed:?}"
@@ -201,8 +269,46 @@ mod tests {
     }
 
     #[test]
+    fn other_idless_errors_in_a_session_answer_the_request() {
+        // A healthy server's parse or internal error: the caller gets it, nothing is re-sent.
+        for code in [-32700, -32603] {
+            let claimed = Asked::of(&request(7), true).claim("s", Ok(idless(code, "Parse error")));
+            assert_eq!(error_id(claimed), Some(RequestId::Number(7)));
+        }
+    }
+
+    #[test]
+    fn sessions_after_the_first_are_reported_as_tool_changes() {
+        let (events, mut received) = mpsc::unbounded_channel();
+        let client = HttpClient::new(
+            super::super::connection::http_client().unwrap(),
+            "remote".into(),
+            events,
+        );
+        let initialized: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/initialized"
+        }))
+        .unwrap();
+        let accepted = || Ok(StreamableHttpPostResponse::Accepted);
+        client.answered(Asked::of(&initialized, true), accepted()).unwrap();
+        assert!(received.try_recv().is_err(), "the first session is not a change");
+        client.answered(Asked::of(&request(1), true), accepted()).unwrap();
+        assert!(received.try_recv().is_err(), "other messages are not a session");
+        client
+            .clone()
+            .answered(Asked::of(&initialized, true), accepted())
+            .unwrap();
+        assert_eq!(
+            received.try_recv().unwrap(),
+            UpstreamEvent::ToolsChanged {
+                server: "remote".into()
+            }
+        );
+    }
+
+    #[test]
     fn an_idless_error_before_a_session_answers_the_request() {
-        let claimed = Asked::of(&request(7), false).claim(Ok(idless_error()));
+        let claimed = Asked::of(&request(7), false).claim("s", Ok(idless_error()));
         assert_eq!(error_id(claimed), Some(RequestId::Number(7)));
     }
 
@@ -212,11 +318,14 @@ mod tests {
             "jsonrpc": "2.0", "method": "notifications/initialized"
         }))
         .unwrap();
-        assert_eq!(error_id(Asked::of(&notification, true).claim(Ok(idless_error()))), None);
+        assert_eq!(
+            error_id(Asked::of(&notification, true).claim("s", Ok(idless_error()))),
+            None
+        );
 
         let error = ErrorData::new(ErrorCode(-32602), "bad", None);
         let with_id = ServerJsonRpcMessage::Error(JsonRpcError::new(Some(RequestId::Number(3)), error));
-        let claimed = Asked::of(&request(3), true).claim(Ok(StreamableHttpPostResponse::Json(with_id, None)));
+        let claimed = Asked::of(&request(3), true).claim("s", Ok(StreamableHttpPostResponse::Json(with_id, None)));
         assert_eq!(error_id(claimed), Some(RequestId::Number(3)));
     }
 }

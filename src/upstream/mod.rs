@@ -27,3 +27,4 @@ mod url_text;
 
 pub use connection::{CallFailure, Connection, ProgressSink, ProgressUpdate, UpstreamEvent};
 pub use pool::{CallGuard, Pool, Server, ServerStatus};
+pub use url_text::scrub_known;
