@@ -176,6 +176,29 @@ for (const mode of ['streamableHttp', 'sse']) {
   });
 }
 
+test('a streamable-HTTP server that restarts gets a new session without waiting for a call', async () => {
+  let remote = await startHttpEverything();
+  const config = writeConfig({ discovery: { servers: [{ name: 'remote', connection: { type: 'http', url: remote.url } }] } });
+  const gateway = await startGateway(config);
+  try {
+    await assertEchoWorks(gateway.client, 'before the restart');
+    remote.child.kill();
+    await new Promise((resolve) => remote.child.once('exit', resolve));
+    remote = await startHttpEverything('streamableHttp', remote.port);
+    // No call: the refused event stream alone must renew the session (else the server's
+    // notifications, tools/list_changed among them, are lost until the model calls it).
+    for (let waited = 0; waited < 20_000 && !/listing tools again/.test(gateway.stderr()); waited += 250) {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    assert.match(gateway.stderr(), /refused our session's event stream/);
+    assert.match(gateway.stderr(), /listing tools again/);
+    await assertEchoWorks(gateway.client, 'after the restart');
+  } finally {
+    await gateway.client.close();
+    remote.child.kill();
+  }
+});
+
 /**
  * A minimal streamable-HTTP MCP server for faults server-everything cannot show: one `echo`
  * tool, answered by `onCall(message)` → [status, body]. Counts what it was sent.

@@ -13,14 +13,18 @@
 //!
 //! A renewed session may belong to a redeployed server with other tools, and rmcp keeps the
 //! renewal to itself: each `notifications/initialized` after the first is reported as
-//! `tools/list_changed`, so the catalog lists the server's tools again.
+//! `tools/list_changed`, so the catalog lists the server's tools again. rmcp renews a session
+//! only when a POST finds it lost; when the server refuses our session's event stream (400 or
+//! 404 on the GET) the tools are listed again too, and that POST renews the session, so the
+//! server's notifications flow again without waiting for the model's next call.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
+use reqwest::StatusCode;
 use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ErrorCode, JsonRpcMessage, RequestId};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -42,7 +46,11 @@ pub struct HttpClient {
     events: mpsc::UnboundedSender<UpstreamEvent>,
     /// Sessions begun so far (shared by rmcp's clones of this client).
     sessions: Arc<AtomicUsize>,
+    /// The last session whose event stream the server refused (reported once).
+    refused_stream: Arc<Mutex<Option<Arc<str>>>>,
 }
+
+type EventStream = BoxStream<'static, Result<Sse, SseError>>;
 
 impl HttpClient {
     pub fn new(client: reqwest::Client, server: String, events: mpsc::UnboundedSender<UpstreamEvent>) -> Self {
@@ -51,6 +59,30 @@ impl HttpClient {
             server,
             events,
             sessions: Arc::default(),
+            refused_stream: Arc::default(),
+        }
+    }
+
+    fn tools_may_have_changed(&self) {
+        let _ = self.events.send(UpstreamEvent::ToolsChanged {
+            server: self.server.clone(),
+        });
+    }
+
+    /// A GET for `session`'s event stream answered 400/404: the server no longer knows the
+    /// session (module docs). Reported once per session; rmcp keeps retrying the GET.
+    fn stream_opened(&self, session: Option<&Arc<str>>, opened: &HttpResult<EventStream>) {
+        let (Some(session), Err(StreamableHttpError::Client(error))) = (session, opened) else {
+            return;
+        };
+        if !matches!(error.status(), Some(StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND)) {
+            return;
+        }
+        let mut refused = self.refused_stream.lock().unwrap_or_else(PoisonError::into_inner);
+        if refused.as_ref() != Some(session) {
+            *refused = Some(session.clone());
+            tracing::info!(server = %self.server, "the server refused our session's event stream; renewing the session");
+            self.tools_may_have_changed();
         }
     }
 
@@ -58,9 +90,7 @@ impl HttpClient {
     fn session_began(&self) {
         if self.sessions.fetch_add(1, Ordering::SeqCst) > 0 {
             tracing::info!(server = %self.server, "new session after the server lost ours; listing tools again");
-            let _ = self.events.send(UpstreamEvent::ToolsChanged {
-                server: self.server.clone(),
-            });
+            self.tools_may_have_changed();
         }
     }
 
@@ -158,10 +188,13 @@ impl StreamableHttpClient for HttpClient {
         last_event_id: Option<String>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        self.client
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+    ) -> HttpResult<EventStream> {
+        let opened = self
+            .client
+            .get_stream(uri, session_id.clone(), last_event_id, auth_header, custom_headers)
+            .await;
+        self.stream_opened(session_id.as_ref(), &opened);
+        opened
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -172,17 +205,20 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
-    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>> {
-        self.client
+    ) -> HttpResult<EventStream> {
+        let opened = self
+            .client
             .get_stream_with_max_sse_event_size(
                 uri,
-                session_id,
+                session_id.clone(),
                 last_event_id,
                 auth_header,
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        self.stream_opened(session_id.as_ref(), &opened);
+        opened
     }
 }
 
