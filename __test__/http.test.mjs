@@ -205,6 +205,9 @@ test('a streamable-HTTP server that restarts gets a new session without waiting 
  */
 async function startTinyHttpServer(onCall) {
   const seen = { initialize: 0, call: 0 };
+  // Set `forgets` to lose every session right after its handshake, as a server on serverless
+  // hosting or behind a load balancer without session affinity does.
+  const state = { forgets: false };
   const server = createHttpServer((req, res) => {
     let body = '';
     req.on('data', (chunk) => { body += chunk; });
@@ -219,6 +222,7 @@ async function startTinyHttpServer(onCall) {
         return json(200, { jsonrpc: '2.0', id: message.id, result }, { 'mcp-session-id': `session-${seen.initialize}` });
       }
       if (!('id' in message)) return res.writeHead(202).end();
+      if (state.forgets) return json(400, { jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' } });
       if (message.method === 'tools/list') {
         return json(200, { jsonrpc: '2.0', id: message.id, result: { tools: [{ name: 'echo', inputSchema: { type: 'object' } }] } });
       }
@@ -230,7 +234,7 @@ async function startTinyHttpServer(onCall) {
     });
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { server, seen, url: `http://127.0.0.1:${server.address().port}/mcp` };
+  return { server, seen, state, url: `http://127.0.0.1:${server.address().port}/mcp` };
 }
 
 test("a healthy server's error without an id reaches the caller at once, and nothing is re-sent", async () => {
@@ -267,9 +271,37 @@ test('a server that quotes the API key in its refusal: the key still never reach
     assert.equal(body.servers[0].status, 'error');
     assert.match(body.servers[0].error, /403/, body.servers[0].error);
     assert.ok(!body.servers[0].error.includes('s3cret'), body.servers[0].error);
+    // The log line of that failure is written by now, and carries no key either.
+    for (let waited = 0; waited < 5000 && !/cannot connect/.test(gateway.stderr()); waited += 100) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.match(gateway.stderr(), /cannot connect/);
     assert.ok(!gateway.stderr().includes('s3cret'), gateway.stderr());
   } finally {
     await gateway.client.close();
     server.close();
+  }
+});
+
+test('a server that loses every session: calls fail with the reason, and the gateway does not loop', async () => {
+  const tiny = await startTinyHttpServer((message) => [200, { jsonrpc: '2.0', id: message.id, result: { content: [{ type: 'text', text: 'ok' }] } }]);
+  const config = writeConfig({ discovery: { servers: [{ name: 'remote', timeoutMs: 5000, connection: { type: 'http', url: tiny.url } }] } });
+  const gateway = await startGateway(config);
+  const echo = () => gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: {} } });
+  try {
+    assert.equal((await echo()).content[0].text, 'ok');
+    tiny.state.forgets = true;
+    const failed = await echo();
+    assert.equal(failed.isError, true);
+    assert.match(failed.content[0].text, /no longer knows our session/, failed.content[0].text);
+    // Renewals may ask for the tools again, but at a bounded rate: idle, the handshakes stop.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const settled = tiny.seen.initialize;
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    assert.equal(tiny.seen.initialize, settled, `handshakes went on while idle: ${settled} → ${tiny.seen.initialize}`);
+    assert.ok(settled <= 5, `${settled} handshakes`);
+  } finally {
+    await gateway.client.close();
+    tiny.server.close();
   }
 });

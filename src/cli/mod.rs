@@ -143,20 +143,34 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> Resul
     Ok(Config::empty())
 }
 
-/// stderr for log lines, with remote servers' secrets scrubbed (`url_text::scrub_known`):
-/// libraries log errors that quote a server's URL, API key and all. The formatter writes
-/// each event in one call, so a secret is never split across writes.
-struct ScrubbedStderr;
+/// stderr for log lines, with remote servers' secrets scrubbed (`upstream::scrub_known`):
+/// libraries log errors that quote a server's URL, API key and all. The logger makes one
+/// writer per event; it holds the event's bytes and writes them scrubbed when flushed or
+/// dropped, so a secret split across writes is still found.
+#[derive(Default)]
+struct ScrubbedStderr(Vec<u8>);
 
 impl std::io::Write for ScrubbedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        std::io::stderr().write_all(upstream::scrub_known(&text).as_bytes())?;
+        self.0.extend_from_slice(buf);
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(&self.0);
+        let mut stderr = std::io::stderr().lock();
+        stderr.write_all(upstream::scrub_known(&text).as_bytes())?;
+        self.0.clear();
+        stderr.flush()
+    }
+}
+
+impl Drop for ScrubbedStderr {
+    fn drop(&mut self) {
+        let _ = std::io::Write::flush(self);
     }
 }
 
@@ -167,7 +181,7 @@ fn init_logging(filter: Option<&str>) {
     // runs inside one Node process) keeps the first subscriber.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(|| ScrubbedStderr)
+        .with_writer(ScrubbedStderr::default)
         .with_ansi(false)
         .with_target(false)
         .try_init();

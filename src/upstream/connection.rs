@@ -21,6 +21,7 @@ use rmcp::model::{
     Tool,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -38,6 +39,8 @@ use crate::config::{expand, ServerSpec, TransportKind};
 
 /// How long closing stdin may take before the group is signalled.
 const CLOSE_GRACE: Duration = Duration::from_millis(300);
+/// Longest wait between two attempts to reopen a remote server's event stream.
+const MAX_STREAM_RETRY_DELAY: Duration = Duration::from_secs(30);
 /// How long SIGTERM may take before SIGKILL.
 pub(super) const TERM_GRACE: Duration = Duration::from_millis(700);
 
@@ -256,7 +259,7 @@ impl Connection {
                     self.diagnostics.explain("the server closed the connection"),
                 ))
             }
-            Ok(Err(other)) => Err(CallFailure::Server(self.shown(&other.to_string()))),
+            Ok(Err(other)) => Err(CallFailure::Server(self.shown(&service_error_text(&other)))),
         }
     }
 
@@ -264,7 +267,8 @@ impl Connection {
     /// (rmcp's HTTP errors quote the whole URL).
     fn shown(&self, text: &str) -> String {
         match &self.url {
-            Some(url) => url_text::redact(text, url),
+            // Header secrets too: a server may quote the key it was sent.
+            Some(url) => url_text::scrub_known(&url_text::redact(text, url)).into_owned(),
             None => text.to_owned(),
         }
     }
@@ -278,7 +282,7 @@ impl Connection {
             .peer()
             .list_all_tools()
             .await
-            .map_err(|e| self.shown(&e.to_string()))
+            .map_err(|e| self.shown(&service_error_text(&e)))
     }
 
     /// The process group, to end it even while a call still holds the session.
@@ -302,6 +306,14 @@ impl Drop for Connection {
         if !self.closed.load(Ordering::SeqCst) {
             self.group.kill_now();
         }
+    }
+}
+
+/// An rmcp error as a person should read it: transport errors with their causes.
+fn service_error_text(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => transport_error_text(error),
+        other => other.to_string(),
     }
 }
 
@@ -455,7 +467,12 @@ impl Remote {
             expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
         let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
         let headers = http_headers(spec)?;
-        url_text::remember_secrets(&url, headers.values().filter_map(|v| v.to_str().ok()));
+        url_text::remember_secrets(
+            &url,
+            headers
+                .iter()
+                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+        );
         Ok(Self {
             server: spec.name.clone(),
             url,
@@ -522,6 +539,11 @@ async fn open_sse(
 /// events as a tool change.
 fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableHttpClientTransport<HttpClient> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
+    // rmcp retries a broken event stream with doubling delays and no ceiling: after a long
+    // outage the stream (and the session renewal it starts) would come back hours late.
+    let mut backoff = ExponentialBackoff::default();
+    backoff.max_delay = Some(MAX_STREAM_RETRY_DELAY);
+    config.retry_config = Arc::new(backoff);
     for (name, value) in &remote.headers {
         if name == AUTHORIZATION {
             if let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {

@@ -12,15 +12,17 @@
 //! answer to that request, so the caller gets the server's message at once.
 //!
 //! A renewed session may belong to a redeployed server with other tools, and rmcp keeps the
-//! renewal to itself: each `notifications/initialized` after the first is reported as
-//! `tools/list_changed`, so the catalog lists the server's tools again. rmcp renews a session
-//! only when a POST finds it lost; when the server refuses our session's event stream (400 or
-//! 404 on the GET) the tools are listed again too, and that POST renews the session, so the
-//! server's notifications flow again without waiting for the model's next call.
+//! renewal to itself: each `notifications/initialized` the server accepts after the first is
+//! reported as `tools/list_changed`, so the catalog lists the server's tools again. rmcp
+//! renews a session only when a POST finds it lost; when the server refuses the event stream
+//! of a session whose stream worked before (400 or 404 on the GET), the tools are listed again
+//! too, and that POST renews the session, so the server's notifications flow again without
+//! waiting for the model's next call. Reports are at most one per [`MIN_REPORT_INTERVAL`]: a
+//! server that loses every session must not turn them into a loop.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::stream::BoxStream;
 use reqwest::header::{HeaderName, HeaderValue};
@@ -38,16 +40,30 @@ use super::connection::UpstreamEvent;
 /// "Server not initialized") and -32001 ("Session not found").
 const SESSION_ERROR_CODES: [ErrorCode; 2] = [ErrorCode(-32000), ErrorCode(-32001)];
 
+/// Shortest time between two "list the tools again" reports for one server. A server that
+/// loses every session (serverless hosting, a load balancer without session affinity) would
+/// otherwise loop: re-list, lost session, renewal, report, re-list…
+const MIN_REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
 /// reqwest with the lost-session rule above, reporting renewed sessions for one server.
 #[derive(Clone)]
 pub struct HttpClient {
     client: reqwest::Client,
     server: String,
     events: mpsc::UnboundedSender<UpstreamEvent>,
-    /// Sessions begun so far (shared by rmcp's clones of this client).
-    sessions: Arc<AtomicUsize>,
-    /// The last session whose event stream the server refused (reported once).
-    refused_stream: Arc<Mutex<Option<Arc<str>>>>,
+    /// What this server's sessions did (shared by rmcp's clones of this client).
+    sessions: Arc<Mutex<Sessions>>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    /// Sessions begun so far.
+    begun: usize,
+    /// The session whose event stream last opened: only a stream that worked and is then
+    /// refused means a lost session (some servers refuse every GET with 400).
+    streamed: Option<Arc<str>>,
+    /// When the tools were last reported as possibly changed.
+    reported: Option<Instant>,
 }
 
 type EventStream = BoxStream<'static, Result<Sse, SseError>>;
@@ -59,49 +75,64 @@ impl HttpClient {
             server,
             events,
             sessions: Arc::default(),
-            refused_stream: Arc::default(),
         }
     }
 
-    fn tools_may_have_changed(&self) {
+    fn sessions(&self) -> std::sync::MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Ask the engine to list the tools again, at most once per [`MIN_REPORT_INTERVAL`]: a
+    /// renewal within it follows a listing that is already fetching the new session's tools.
+    fn report_tools_may_have_changed(&self, sessions: &mut Sessions) {
+        if sessions.reported.is_some_and(|at| at.elapsed() < MIN_REPORT_INTERVAL) {
+            return;
+        }
+        sessions.reported = Some(Instant::now());
+        tracing::info!(server = %self.server, "listing tools again");
         let _ = self.events.send(UpstreamEvent::ToolsChanged {
             server: self.server.clone(),
         });
     }
 
-    /// A GET for `session`'s event stream answered 400/404: the server no longer knows the
-    /// session (module docs). Reported once per session; rmcp keeps retrying the GET.
+    /// Track `session`'s event stream: a GET answered 400/404 after it once worked means the
+    /// server no longer knows the session (module docs). rmcp keeps retrying the GET.
     fn stream_opened(&self, session: Option<&Arc<str>>, opened: &HttpResult<EventStream>) {
-        let (Some(session), Err(StreamableHttpError::Client(error))) = (session, opened) else {
-            return;
-        };
-        if !matches!(error.status(), Some(StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND)) {
-            return;
-        }
-        let mut refused = self.refused_stream.lock().unwrap_or_else(PoisonError::into_inner);
-        if refused.as_ref() != Some(session) {
-            *refused = Some(session.clone());
-            tracing::info!(server = %self.server, "the server refused our session's event stream; renewing the session");
-            self.tools_may_have_changed();
-        }
-    }
-
-    /// Note a session that began: after the first, the tools may have changed.
-    fn session_began(&self) {
-        if self.sessions.fetch_add(1, Ordering::SeqCst) > 0 {
-            tracing::info!(server = %self.server, "new session after the server lost ours; listing tools again");
-            self.tools_may_have_changed();
+        let Some(session) = session else { return };
+        let mut sessions = self.sessions();
+        match opened {
+            Ok(_) => sessions.streamed = Some(session.clone()),
+            Err(StreamableHttpError::Client(error))
+                if matches!(error.status(), Some(StatusCode::BAD_REQUEST | StatusCode::NOT_FOUND))
+                    && sessions.streamed.as_ref() == Some(session) =>
+            {
+                sessions.streamed = None;
+                tracing::info!(server = %self.server, "the server refused our session's event stream; renewing the session");
+                self.report_tools_may_have_changed(&mut sessions);
+            }
+            Err(_) => {}
         }
     }
 
-    /// The POST's answer, claimed as the module docs say, with renewed sessions noted.
+    /// The POST's answer, claimed as the module docs say, with renewed sessions noted: a
+    /// session begins when the server accepts its `notifications/initialized`.
     fn answered(
         &self,
         asked: Asked,
         response: HttpResult<StreamableHttpPostResponse>,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        if asked.initialized && response.is_ok() {
-            self.session_began();
+        let accepted = matches!(
+            response,
+            Ok(StreamableHttpPostResponse::Accepted
+                | StreamableHttpPostResponse::Json(JsonRpcMessage::Response(_) | JsonRpcMessage::Notification(_), _))
+        );
+        if asked.initialized && accepted {
+            let mut sessions = self.sessions();
+            sessions.begun += 1;
+            if sessions.begun > 1 {
+                tracing::info!(server = %self.server, "new session after the server lost ours");
+                self.report_tools_may_have_changed(&mut sessions);
+            }
         }
         asked.claim(&self.server, response)
     }
@@ -314,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn sessions_after_the_first_are_reported_as_tool_changes() {
+    fn sessions_after_the_first_are_reported_as_tool_changes_at_a_bounded_rate() {
         let (events, mut received) = mpsc::unbounded_channel();
         let client = HttpClient::new(
             super::super::connection::http_client().unwrap(),
@@ -330,6 +361,10 @@ mod tests {
         assert!(received.try_recv().is_err(), "the first session is not a change");
         client.answered(Asked::of(&request(1), true), accepted()).unwrap();
         assert!(received.try_recv().is_err(), "other messages are not a session");
+        // A refused `initialized` begins no session.
+        let _ = client.answered(Asked::of(&initialized, true), Ok(idless_error()));
+        assert!(received.try_recv().is_err(), "a refused initialized is not a session");
+
         client
             .clone()
             .answered(Asked::of(&initialized, true), accepted())
@@ -340,6 +375,10 @@ mod tests {
                 server: "remote".into()
             }
         );
+        // A server losing every session: the next renewal follows the listing just asked
+        // for, and is not reported again within the interval.
+        client.answered(Asked::of(&initialized, true), accepted()).unwrap();
+        assert!(received.try_recv().is_err(), "reports are rate-limited");
     }
 
     #[test]

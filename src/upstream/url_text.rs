@@ -1,7 +1,10 @@
 //! URLs and errors of remote servers as people (and models) get to see them: in errors, logs
-//! and server statuses, which
-//! `list_mcp_servers` puts in the model's context. Hosted servers often take an API key in
-//! the URL, so credentials and query values never appear.
+//! and server statuses, which `list_mcp_servers` puts in the model's context. Hosted servers
+//! often take an API key in the URL or a header, so a shown URL has no credentials and no
+//! query values, and secrets are taken out of any text that quotes them. What counts as a
+//! secret: a URL's password; a query value or header whose name says credential (`api_key`,
+//! `token`, `Authorization`…); and any value shaped like a key (16+ characters mixing letters
+//! and digits). Only whole tokens are replaced, so `format=json` never blanks "invalid json".
 
 use std::borrow::Cow;
 use std::sync::{PoisonError, RwLock};
@@ -28,14 +31,16 @@ pub fn shown(url: &Url) -> String {
 /// server may quote the key it refused: "invalid key s3cret"), and rmcp's transport type names
 /// left out.
 pub fn redact(text: &str, url: &Url) -> String {
+    // Park the URL's spellings first so that scrubbing leaves its host and path alone.
+    const PARKED: &str = "\u{1}url\u{1}";
     let mut bare = url.clone();
     let _ = bare.set_username("");
     let _ = bare.set_password(None);
-    let safe = shown(url);
-    let mut text = text.replace(url.as_str(), &safe).replace(bare.as_str(), &safe);
-    for secret in secrets(url) {
-        text = text.replace(&secret, "***");
+    let mut text = text.replace(url.as_str(), PARKED).replace(bare.as_str(), PARKED);
+    for secret in url_secrets(url) {
+        text = replace_token(&text, &secret).into_owned();
     }
+    let mut text = text.replace(PARKED, &shown(url));
     // "Transport [rmcp::transport::worker::WorkerTransport<…>] error: " says nothing useful.
     while let Some(start) = text.find("Transport [") {
         let Some(end) = text[start..].find("] error: ") else {
@@ -46,64 +51,138 @@ pub fn redact(text: &str, url: &Url) -> String {
     text
 }
 
-/// Shortest value treated as a secret: shorter ones (`v=1`, `format=json`) would blank out
-/// ordinary words of the message, and are not keys.
+/// Shortest value taken for a secret even under a credential's name: shorter ones are not
+/// keys, and would blank out parts of words.
 const MIN_SECRET_CHARS: usize = 4;
+/// Shortest value taken for a key by its shape alone.
+const MIN_KEY_SHAPED_CHARS: usize = 16;
 
-/// The password and every query value of `url`, as written and as decoded, longest first so
-/// a value is never half-replaced through a shorter one it contains.
-fn secrets(url: &Url) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let raw_values = url
+/// Whether a query parameter or header name says its value is a credential.
+fn names_a_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "auth",
+        "pass",
+        "pwd",
+        "sig",
+        "credential",
+        "session",
+        "jwt",
+        "cookie",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
+}
+
+/// Whether a value looks like a key whatever its name: long, letters and digits mixed (not
+/// a date, a version or a word).
+fn shaped_like_a_key(value: &str) -> bool {
+    value.chars().count() >= MIN_KEY_SHAPED_CHARS
+        && value.chars().any(|c| c.is_ascii_alphabetic())
+        && value.chars().any(|c| c.is_ascii_digit())
+}
+
+fn is_secret(name: &str, value: &str) -> bool {
+    (names_a_secret(name) && value.chars().count() >= MIN_SECRET_CHARS) || shaped_like_a_key(value)
+}
+
+/// The password and the secret query values of `url`, as written and as decoded.
+fn url_secrets(url: &Url) -> Vec<String> {
+    let raw_pairs = url
         .query()
         .into_iter()
         .flat_map(|q| q.split('&'))
-        .filter_map(|pair| pair.split_once('='));
-    for candidate in url
-        .password()
-        .map(str::to_owned)
-        .into_iter()
-        .chain(raw_values.map(|(_, value)| value.to_owned()))
-        .chain(url.query_pairs().map(|(_, value)| value.into_owned()))
-    {
-        if candidate.chars().count() >= MIN_SECRET_CHARS && !out.contains(&candidate) {
-            out.push(candidate);
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()));
+    let decoded_pairs = url
+        .query_pairs()
+        .map(|(name, value)| (name.into_owned(), value.into_owned()));
+    let password = url.password().map(|p| ("password".to_owned(), p.to_owned()));
+    longest_first(
+        password
+            .into_iter()
+            .chain(raw_pairs)
+            .chain(decoded_pairs)
+            .filter(|(name, value)| is_secret(name, value))
+            .map(|(_, value)| value),
+    )
+}
+
+/// Distinct values, longest first, so that a value is never half-replaced through a shorter
+/// one it contains.
+fn longest_first(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for value in values {
+        if !out.contains(&value) {
+            out.push(value);
         }
     }
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
     out
 }
 
-/// Shortest header value treated as a secret.
-const MIN_HEADER_SECRET_CHARS: usize = 8;
+/// `text` with each whole-token occurrence of `secret` replaced by `***`: the characters
+/// around it must not continue a token (`json` in "jsonl" stays). A dot ends a token, so a
+/// key at the end of a sentence still goes.
+fn replace_token<'t>(text: &'t str, secret: &str) -> Cow<'t, str> {
+    let continues = |c: char| c.is_alphanumeric() || "-_~%+".contains(c);
+    let mut out = String::new();
+    let mut last = 0;
+    for (at, _) in text.match_indices(secret) {
+        let end = at + secret.len();
+        let before = text[..at].chars().next_back();
+        let after = text[end..].chars().next();
+        if at < last || before.is_some_and(continues) || after.is_some_and(continues) {
+            continue;
+        }
+        out.push_str(&text[last..at]);
+        out.push_str("***");
+        last = end;
+    }
+    if last == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
 
 /// Secrets of every remote server opened in this process, longest first: libraries log
 /// errors (rmcp: `worker quit with fatal: … /mcp?api_key=…`) where no URL is at hand to
 /// redact against, so the log writer scrubs these.
 static KNOWN_SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Remember `url`'s secrets (password, query values) and `header_values` for [`scrub_known`].
-pub fn remember_secrets<'a>(url: &Url, header_values: impl Iterator<Item = &'a str>) {
+/// Remember the secrets of `url` and of `headers` (name, value) for [`scrub_known`].
+pub fn remember_secrets<'a>(url: &Url, headers: impl Iterator<Item = (&'a str, &'a str)>) {
+    let header_secrets = headers.filter_map(|(name, value)| {
+        let token = strip_scheme(value);
+        let named = names_a_secret(name) || name.eq_ignore_ascii_case("authorization");
+        ((named && token.chars().count() >= MIN_SECRET_CHARS) || shaped_like_a_key(token)).then(|| token.to_owned())
+    });
     let mut known = KNOWN_SECRETS.write().unwrap_or_else(PoisonError::into_inner);
-    // Header values are secrets only when long enough to be keys: `X-Debug: true` is not.
-    let headers = header_values
-        .flat_map(|value| [value, value.strip_prefix("Bearer ").unwrap_or_default()])
-        .filter(|value| value.chars().count() >= MIN_HEADER_SECRET_CHARS);
-    for secret in secrets(url).into_iter().chain(headers.map(str::to_owned)) {
-        if secret.chars().count() >= MIN_SECRET_CHARS && !known.contains(&secret) {
-            known.push(secret);
-        }
-    }
-    known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let merged = longest_first(known.drain(..).chain(url_secrets(url)).chain(header_secrets));
+    *known = merged;
 }
 
-/// `text` with every remembered secret replaced by `***`.
+/// `Bearer abc` → `abc` (any case), so the token alone is found in a text.
+fn strip_scheme(value: &str) -> &str {
+    for scheme in ["bearer ", "basic ", "token "] {
+        if value.len() > scheme.len() && value[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            return value[scheme.len()..].trim_start();
+        }
+    }
+    value
+}
+
+/// `text` with every remembered secret replaced by `***` (whole tokens only).
 pub fn scrub_known(text: &str) -> Cow<'_, str> {
     let known = KNOWN_SECRETS.read().unwrap_or_else(PoisonError::into_inner);
     let mut text = Cow::Borrowed(text);
     for secret in known.iter() {
-        if text.contains(secret.as_str()) {
-            text = Cow::Owned(text.replace(secret.as_str(), "***"));
+        if let Cow::Owned(scrubbed) = replace_token(&text, secret) {
+            text = Cow::Owned(scrubbed);
         }
     }
     text
@@ -152,12 +231,14 @@ mod tests {
 
     #[test]
     fn remembered_secrets_are_scrubbed_from_any_text() {
-        remember_secrets(
-            &url("https://h/mcp?key=remembered-1&v=1"),
-            ["Bearer tok-remembered"].into_iter(),
-        );
-        let text = scrub_known("fatal: /mcp?key=remembered-1 with Bearer tok-remembered, v=1");
-        assert_eq!(text, "fatal: /mcp?key=*** with ***, v=1");
+        let headers = [
+            ("Authorization", "bearer tok-remembered"),
+            ("X-Debug", "true"),
+            ("X-Client", "anygpt-test"),
+        ];
+        remember_secrets(&url("https://h/mcp?key=remembered-1&v=1"), headers.into_iter());
+        let text = scrub_known("fatal: /mcp?key=remembered-1 with Bearer tok-remembered, v=1, true, anygpt-test");
+        assert_eq!(text, "fatal: /mcp?key=*** with Bearer ***, v=1, true, anygpt-test");
         assert!(matches!(scrub_known("nothing secret here"), Cow::Borrowed(_)));
     }
 
@@ -171,7 +252,24 @@ mod tests {
         for leaked in ["s3cr+t", "s3cr%2Bt", "hunter22"] {
             assert!(!text.contains(leaked), "{leaked} in {text}");
         }
-        // Short values are not keys and would blank out ordinary words.
         assert!(text.ends_with("v=1"), "{text}");
+    }
+
+    #[test]
+    fn ordinary_query_values_leave_the_message_alone() {
+        // Not credentials by name or shape: the message and the shown URL keep their words.
+        let plain = url("http://127.0.0.1:9/remote/mcp?transport=http&format=json&tenant=remote&since=2026-01-01");
+        let text = redact("GET http://127.0.0.1:9/remote/mcp?transport=http&format=json&tenant=remote&since=2026-01-01: invalid json from remote", &plain);
+        assert!(text.starts_with("GET http://127.0.0.1:9/remote/mcp?"), "{text}");
+        assert!(text.ends_with("invalid json from remote"), "{text}");
+        // A value shaped like a key goes whatever its name.
+        let keyed = url("https://h/mcp?x=a1b2c3d4e5f6g7h8i9");
+        assert_eq!(redact("refused a1b2c3d4e5f6g7h8i9.", &keyed), "refused ***.");
+    }
+
+    #[test]
+    fn only_whole_tokens_are_replaced() {
+        assert_eq!(replace_token("json jsonl (json)", "json"), "*** jsonl (***)");
+        assert!(matches!(replace_token("nothing", "json"), Cow::Borrowed(_)));
     }
 }
