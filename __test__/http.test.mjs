@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
-import { call, serverPaths, startGateway, writeConfig } from './helpers.mjs';
+import { call, serverPaths, startGateway, waitFor, writeConfig } from './helpers.mjs';
 
 /** A free loopback port. */
 function freePort() {
@@ -187,9 +187,7 @@ test('a streamable-HTTP server that restarts gets a new session without waiting 
     remote = await startHttpEverything('streamableHttp', remote.port);
     // No call: the refused event stream alone must renew the session (else the server's
     // notifications, tools/list_changed among them, are lost until the model calls it).
-    for (let waited = 0; waited < 20_000 && !/listing tools again/.test(gateway.stderr()); waited += 250) {
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    await waitFor(() => /listing tools again/.test(gateway.stderr()), 20_000);
     assert.match(gateway.stderr(), /refused our session's event stream/);
     assert.match(gateway.stderr(), /listing tools again/);
     await assertEchoWorks(gateway.client, 'after the restart');
@@ -272,9 +270,7 @@ test('a server that quotes the API key in its refusal: the key still never reach
     assert.match(body.servers[0].error, /403/, body.servers[0].error);
     assert.ok(!body.servers[0].error.includes('s3cret'), body.servers[0].error);
     // The log line of that failure is written by now, and carries no key either.
-    for (let waited = 0; waited < 5000 && !/cannot connect/.test(gateway.stderr()); waited += 100) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    await waitFor(() => /cannot connect/.test(gateway.stderr()), 5000);
     assert.match(gateway.stderr(), /cannot connect/);
     assert.ok(!gateway.stderr().includes('s3cret'), gateway.stderr());
   } finally {
