@@ -258,16 +258,18 @@ test("a healthy server's error without an id reaches the caller at once, and not
 test('a server that quotes the API key in its refusal: the key still never reaches the model', async () => {
   const server = createHttpServer((req, res) => {
     req.resume();
-    req.on('end', () => res.writeHead(403, { 'content-type': 'text/plain' }).end(`invalid key for ${req.url}`));
+    req.on('end', () => res.writeHead(403, { 'content-type': 'text/plain' }).end(`invalid key for ${req.url} (${req.headers['x-api-key']})`));
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${server.address().port}/mcp?api_key=s3cret`;
-  const config = writeConfig({ discovery: { servers: [{ name: 'remote', startupTimeoutMs: 3000, connection: { type: 'http', url } }] } });
+  const connection = { type: 'http', url, headers: { 'X-Api-Key': 'hdr-s3cret-value' } };
+  const config = writeConfig({ discovery: { servers: [{ name: 'remote', startupTimeoutMs: 3000, connection }] } });
   const gateway = await startGateway(config);
   try {
     const { body } = await call(gateway.client, 'list_mcp_servers');
     assert.equal(body.servers[0].status, 'error');
     assert.match(body.servers[0].error, /403/, body.servers[0].error);
+    // Neither the URL's key nor the header's (both quoted back by the server).
     assert.ok(!body.servers[0].error.includes('s3cret'), body.servers[0].error);
     // The log line of that failure is written by now, and carries no key either.
     await waitFor(() => /cannot connect/.test(gateway.stderr()), 5000);

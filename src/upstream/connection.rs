@@ -193,11 +193,7 @@ impl Connection {
                 group.terminate(TERM_GRACE).await;
                 // Let the stderr reader and the waiter record the process's last words and exit.
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                let failure = match &url {
-                    Some(url) => url_text::redact(&failure, url),
-                    None => failure,
-                };
-                Err(diagnostics.explain(&failure))
+                Err(diagnostics.explain(&shown_error(url.as_ref(), &failure)))
             }
         }
     }
@@ -263,14 +259,8 @@ impl Connection {
         }
     }
 
-    /// An error text fit for the model's context: a remote server's URL without its secrets
-    /// (rmcp's HTTP errors quote the whole URL).
     fn shown(&self, text: &str) -> String {
-        match &self.url {
-            // Header secrets too: a server may quote the key it was sent.
-            Some(url) => url_text::scrub_known(&url_text::redact(text, url)).into_owned(),
-            None => text.to_owned(),
-        }
+        shown_error(self.url.as_ref(), text)
     }
 
     /// List the tools again (after `tools/list_changed`).
@@ -306,6 +296,16 @@ impl Drop for Connection {
         if !self.closed.load(Ordering::SeqCst) {
             self.group.kill_now();
         }
+    }
+}
+
+/// An error text fit for the model's context: a remote server's URL without its secrets
+/// (rmcp's HTTP errors quote the whole URL), and no header secret either (a server may quote
+/// the key it was sent).
+fn shown_error(url: Option<&Url>, text: &str) -> String {
+    match url {
+        Some(url) => url_text::scrub_known(&url_text::redact(text, url)).into_owned(),
+        None => text.to_owned(),
     }
 }
 
