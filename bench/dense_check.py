@@ -16,6 +16,10 @@ per set x catalog run how many queries have an expected tool in the top 5 for:
 - either: ours or dense (an upper bound for any fusion of the two top-5 lists),
 - rrf:    reciprocal-rank fusion of both lists (k = 60, dense weighted 0.5 and 1).
 
+With --gated BIN the model's list is fused only where our best hit explains little of the query
+(relevance under 0.05, from BIN's `search --catalog --json`): "gated" — the fusion a gateway
+would use if the lexical answer is weak.
+
 With --static the model is distilled into one vector per vocabulary token (each token run
 through the model alone, as model2vec does) and a text is the idf-weighted mean of its tokens'
 vectors, idf taken over the catalog: the form cheap enough for the gateway's own search.
@@ -30,6 +34,7 @@ import json
 import math
 import os
 import re
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -45,6 +50,9 @@ RUNS = [
     ("mcptoolbench", "combined"),
 ]
 RRF_K = 60
+# Our relevance under which --gated trusts the model's list too (swept: 0.05 is the best of
+# 0.05-0.4, and higher values lose queries).
+GATE_RELEVANCE = 0.05
 
 
 class MiniLM:
@@ -226,6 +234,19 @@ def fused(ours: list[str], dense: list[str], weight: float) -> list[str]:
     return sorted(score, key=lambda k: (-score[k], k))
 
 
+def best_relevance(binary: str, catalog: Path, query: str) -> float:
+    """Our top hit's relevance for `query` (0 when nothing matches: exit 2, no results)."""
+    run = subprocess.run(
+        [binary, "search", query, "--catalog", str(catalog), "--json", "--limit", "1"],
+        capture_output=True, text=True, check=False,
+    )
+    try:
+        results = json.loads(run.stdout)["results"]
+    except (json.JSONDecodeError, KeyError):
+        return 0.0
+    return results[0]["relevance"] if results else 0.0
+
+
 def evaluate(model, args, query_set: str, catalog: str) -> dict[str, int]:
     queries = read_jsonl(args.data / "queries" / "dev" / f"{query_set}.jsonl")
     ours = {r["id"]: r["results"] for r in read_jsonl(args.rankings / f"{query_set}-{catalog}.jsonl")}
@@ -239,7 +260,7 @@ def evaluate(model, args, query_set: str, catalog: str) -> dict[str, int]:
         keys, tools = catalog_embeddings(model, args.data, args.cache, catalog)
         encoder = model
     vectors = encoder.encode([q["query"] for q in queries])
-    counts = dict.fromkeys(["ours", "dense", "either", "rrf 0.5", "rrf 1"], 0)
+    counts = dict.fromkeys(["ours", "dense", "either", "rrf 0.5", "rrf 1", "gated"], 0)
     for query, vector in zip(queries, vectors):
         expected = set(query["expected"])
         dense = [keys[i] for i in np.argsort(-(tools @ vector), kind="stable")[:50]]
@@ -251,6 +272,9 @@ def evaluate(model, args, query_set: str, catalog: str) -> dict[str, int]:
             "rrf 1": expected & set(fused(mine, dense, 1.0)[:5]),
         }
         found["either"] = found["ours"] | found["dense"]
+        if args.gated:
+            weak = best_relevance(args.gated, args.data / "catalogs" / f"{catalog}.jsonl", query["query"]) < GATE_RELEVANCE
+            found["gated"] = found["rrf 1"] if weak else found["ours"]
         for name, hit in found.items():
             counts[name] += bool(hit)
     return {"count": len(queries), **counts}
@@ -273,15 +297,17 @@ def main():
     parser.add_argument("--cache", type=Path, default=Path("/tmp/dense-check"))
     parser.add_argument("--model", help="directory with model.safetensors and vocab.txt")
     parser.add_argument("--static", action="store_true", help="per-token vectors instead of the whole model")
+    parser.add_argument("--gated", metavar="BIN", help="anygpt-discovery binary: add the relevance-gated fusion")
     args = parser.parse_args()
     os.makedirs(args.cache, exist_ok=True)
     model = MiniLM(model_dir(args.model))
     print("hits@5 (queries with an expected tool in the top 5)\n")
-    print("| set | catalog | ours | dense | either | rrf 0.5 | rrf 1 |")
-    print("|---|---|---|---|---|---|---|")
+    columns = ["ours", "dense", "either", "rrf 0.5", "rrf 1"] + (["gated"] if args.gated else [])
+    print("| set | catalog | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
     for query_set, catalog in RUNS:
         c = evaluate(model, args, query_set, catalog)
-        print(f"| {query_set} ({c['count']}) | {catalog} | {c['ours']} | {c['dense']} | {c['either']} | {c['rrf 0.5']} | {c['rrf 1']} |")
+        print(f"| {query_set} ({c['count']}) | {catalog} | " + " | ".join(str(c[k]) for k in columns) + " |")
 
 
 if __name__ == "__main__":
