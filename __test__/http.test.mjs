@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
-import { call, serverPaths, startGateway, waitFor, writeConfig } from './helpers.mjs';
+import { call, exited, serverPaths, startGateway, waitFor, writeConfig } from './helpers.mjs';
 
 /** A free loopback port. */
 function freePort() {
@@ -140,7 +140,7 @@ for (const mode of ['streamableHttp', 'sse']) {
     try {
       await assertEchoWorks(gateway.client, 'before it goes away');
       remote.child.kill();
-      await new Promise((resolve) => remote.child.once('exit', resolve));
+      await exited(remote.child);
 
       const failed = await echo('while it is away');
       const text = failed.content[0].text;
@@ -183,7 +183,7 @@ test('a streamable-HTTP server that restarts gets a new session without waiting 
   try {
     await assertEchoWorks(gateway.client, 'before the restart');
     remote.child.kill();
-    await new Promise((resolve) => remote.child.once('exit', resolve));
+    await exited(remote.child);
     remote = await startHttpEverything('streamableHttp', remote.port);
     // No call: the refused event stream alone must renew the session (else the server's
     // notifications, tools/list_changed among them, are lost until the model calls it).

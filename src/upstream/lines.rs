@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
 /// rmcp's own limit for one incoming line; longer lines are dropped, the session stays open.
-const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(super) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Ids of `tools/call` requests still waiting for an answer. A call abandoned without one
 /// leaves its id behind; past this many the set is cleared, which costs those calls nothing

@@ -15,19 +15,20 @@ use reqwest::{StatusCode, Url};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
-
-use super::url_text::{shown, with_causes};
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::lines::MAX_LINE_BYTES;
+use super::url_text::{shown, with_causes};
 
 /// How many server messages may wait for the session to read them.
 const INCOMING_BUFFER: usize = 64;
 
 /// The most one event may take before the stream is dropped: the event parser buffers a
 /// whole event, so a `data:` line that never ends would otherwise grow without bound
-/// (rmcp's own stdio limit, 16 MiB, plus room for the field names).
-const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024 + 4096;
+/// (the largest message a stdio server may send, plus room for the field names).
+const MAX_EVENT_BYTES: usize = MAX_LINE_BYTES + 4096;
 
 /// Why a message could not be posted.
 #[derive(Debug, thiserror::Error)]

@@ -14,9 +14,7 @@ use reqwest::Url;
 /// `url` fit for an error message, a log or the model's context: no user name or password,
 /// query values replaced by `***` (hosted servers often take an API key in the query).
 pub fn shown(url: &Url) -> String {
-    let mut url = url.clone();
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
+    let mut url = without_credentials(url);
     if url.query().is_some() {
         let keys: Vec<String> = url.query_pairs().map(|(key, _)| key.into_owned()).collect();
         url.query_pairs_mut()
@@ -26,6 +24,13 @@ pub fn shown(url: &Url) -> String {
     url.to_string()
 }
 
+fn without_credentials(url: &Url) -> Url {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url
+}
+
 /// `text` (an error from a library that prints whole URLs, or a server's own message) with
 /// every spelling of `url` replaced by [`shown`], its secrets gone wherever they appear (a
 /// server may quote the key it refused: "invalid key s3cret"), and rmcp's transport type names
@@ -33,9 +38,7 @@ pub fn shown(url: &Url) -> String {
 pub fn redact(text: &str, url: &Url) -> String {
     // Park the URL's spellings first so that scrubbing leaves its host and path alone.
     const PARKED: &str = "\u{1}url\u{1}";
-    let mut bare = url.clone();
-    let _ = bare.set_username("");
-    let _ = bare.set_password(None);
+    let bare = without_credentials(url);
     let mut text = text.replace(url.as_str(), PARKED).replace(bare.as_str(), PARKED);
     for secret in url_secrets(url) {
         text = replace_token(&text, &secret).into_owned();
@@ -156,11 +159,11 @@ static KNOWN_SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
 /// Remember the secrets of `url` and of `headers` (name, value) for [`scrub_known`].
 pub fn remember_secrets<'a>(url: &Url, headers: impl Iterator<Item = (&'a str, &'a str)>) {
-    let header_secrets = headers.filter_map(|(name, value)| {
-        let token = strip_scheme(value);
-        let named = names_a_secret(name) || name.eq_ignore_ascii_case("authorization");
-        ((named && token.chars().count() >= MIN_SECRET_CHARS) || shaped_like_a_key(token)).then(|| token.to_owned())
-    });
+    // `Authorization` counts by name ("auth"); its scheme word is not part of the secret.
+    let header_secrets = headers
+        .map(|(name, value)| (name, strip_scheme(value)))
+        .filter(|(name, token)| is_secret(name, token))
+        .map(|(_, token)| token.to_owned());
     let mut known = KNOWN_SECRETS.write().unwrap_or_else(PoisonError::into_inner);
     let merged = longest_first(known.drain(..).chain(url_secrets(url)).chain(header_secrets));
     *known = merged;
