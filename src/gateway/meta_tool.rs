@@ -10,9 +10,15 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::bound::{bound_strings, cut_text, FIELD_BYTES};
 use super::tools::{execute_tool, get_tool_details, list_mcp_servers, list_tools, search_tools};
 use crate::engine::Engine;
 use crate::error::Error;
+
+/// How much of an unknown tool name is quoted back.
+const NAME_BYTES: usize = 128;
+/// How much of serde's description of a bad argument is kept (it quotes the value).
+const PROBLEM_BYTES: usize = 512;
 
 /// One parsed meta-tool call.
 #[derive(Debug)]
@@ -39,27 +45,43 @@ pub fn definitions() -> &'static [Tool] {
     &TOOLS
 }
 
+/// Why a `tools/call` did not become a `MetaTool`.
+#[derive(Debug)]
+pub enum Rejected {
+    /// No meta-tool has that name: JSON-RPC invalid params (-32602), as the spec says for an
+    /// unknown tool.
+    UnknownTool(ErrorData),
+    /// The arguments do not fit the tool: an `isError` result the model can correct itself
+    /// from (SEP-1303, MCP 2025-11-25).
+    InvalidArguments(Error),
+}
+
 impl MetaTool {
     /// Parse a call.
     ///
     /// # Errors
-    /// An unknown tool name or malformed arguments, as JSON-RPC invalid params (-32602).
-    pub fn parse(name: &str, arguments: Option<JsonObject>) -> Result<Self, ErrorData> {
+    /// An unknown tool name, or arguments that do not fit its schema (naming the field).
+    pub fn parse(name: &str, arguments: Option<JsonObject>) -> Result<Self, Rejected> {
         let arguments = Value::Object(arguments.unwrap_or_default());
-        Ok(match name {
-            list_mcp_servers::NAME => Self::ListServers(parse_args(name, arguments)?),
-            search_tools::NAME => Self::Search(parse_args(name, arguments)?),
-            list_tools::NAME => Self::ListTools(parse_args(name, arguments)?),
-            get_tool_details::NAME => Self::Details(parse_args(name, arguments)?),
-            execute_tool::NAME => Self::Execute(parse_args(name, arguments)?),
+        let parsed = match name {
+            list_mcp_servers::NAME => parse_args(name, arguments).map(Self::ListServers),
+            search_tools::NAME => parse_args(name, arguments).map(Self::Search),
+            list_tools::NAME => parse_args(name, arguments).map(Self::ListTools),
+            get_tool_details::NAME => parse_args(name, arguments).map(Self::Details),
+            execute_tool::NAME => parse_args(name, arguments).map(Self::Execute),
             unknown => {
                 let known: Vec<&str> = definitions().iter().map(|t| t.name.as_ref()).collect();
-                return Err(ErrorData::invalid_params(
-                    format!("unknown tool `{unknown}`; this gateway has: {}", known.join(", ")),
+                return Err(Rejected::UnknownTool(ErrorData::invalid_params(
+                    format!(
+                        "unknown tool `{}`; this gateway has: {}",
+                        cut_text(unknown, NAME_BYTES),
+                        known.join(", ")
+                    ),
                     None,
-                ));
+                )));
             }
-        })
+        };
+        parsed.map_err(Rejected::InvalidArguments)
     }
 
     /// Run against the engine. Engine errors become `isError` results.
@@ -76,27 +98,40 @@ impl MetaTool {
 }
 
 /// Deserialize arguments, naming the offending field on failure.
-fn parse_args<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, ErrorData> {
+fn parse_args<T: DeserializeOwned>(tool: &str, arguments: Value) -> Result<T, Error> {
     serde_path_to_error::deserialize(arguments).map_err(|e| {
         let path = e.path().to_string();
-        let at = if path == "." {
-            String::new()
+        let problem = plain_types(&e.inner().to_string());
+        let problem = cut_text(&problem, PROBLEM_BYTES);
+        Error::validation(if path == "." {
+            format!("{tool}: {problem}")
         } else {
-            format!(" at `{path}`")
-        };
-        ErrorData::invalid_params(format!("invalid arguments for `{tool}`{at}: {}", e.inner()), None)
+            format!("{tool}: `{path}`: {problem}")
+        })
     })
 }
 
-/// A compact JSON text result.
-pub(super) fn json_result<T: Serialize>(value: &T) -> CallToolResult {
-    let text = serde_json::to_string(value).expect("result types serialize: plain structs of strings and numbers");
-    CallToolResult::success(vec![ContentBlock::text(text)])
+/// serde's Rust type names in the words of the JSON schema the model read.
+fn plain_types(problem: &str) -> String {
+    problem
+        .replace("expected usize", "expected a non-negative integer")
+        .replace("expected u64", "expected a non-negative integer")
+        .replace("expected a map", "expected an object")
 }
 
-/// An error the model can act on.
+/// A compact JSON text result, every text field bounded (downstream text such as a tool
+/// description or a server's stderr reaches the model through these).
+pub(super) fn json_result<T: Serialize>(value: &T) -> CallToolResult {
+    let mut value = serde_json::to_value(value).expect("result types serialize: plain structs of strings and numbers");
+    bound_strings(&mut value, FIELD_BYTES);
+    CallToolResult::success(vec![ContentBlock::text(value.to_string())])
+}
+
+/// An error the model can act on, every text field bounded.
 pub(super) fn error_result(error: &Error) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(error.to_json().to_string())])
+    let mut body = error.to_json();
+    bound_strings(&mut body, FIELD_BYTES);
+    CallToolResult::error(vec![ContentBlock::text(body.to_string())])
 }
 
 /// A tool definition from a name, description and an input schema literal.

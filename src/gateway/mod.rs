@@ -1,14 +1,20 @@
 //! The stdio MCP server the AI client talks to: five meta-tools over the engine.
 //!
-//! `meta_tool` turns a `tools/call` into one `MetaTool` value (or a JSON-RPC -32602 naming
-//! the bad field); each meta-tool lives in `tools/`, owns its arguments, its definition and
-//! how it applies to the engine. `server` is the rmcp handler and the serve loop with its
-//! shutdown. Engine errors become `isError` results with the compact JSON body; downstream
-//! results of `execute_tool` pass through unchanged.
+//! `meta_tool` turns a `tools/call` into one `MetaTool` value; an unknown tool name is a
+//! JSON-RPC -32602, malformed arguments an `isError` `VALIDATION_ERROR` result naming the field
+//! (SEP-1303). Each meta-tool lives in `tools/`, owns its arguments, its definition and how it
+//! applies to the engine. `server` is the rmcp handler and the serve loop with its shutdown;
+//! `wire` frames the client connection (answering malformed lines, classified by `inbound`,
+//! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
+//! Engine errors become `isError` results with the compact JSON body; downstream results of
+//! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
+mod bound;
+mod inbound;
 mod meta_tool;
 mod server;
 mod tools;
+mod wire;
 
-pub use meta_tool::{definitions, MetaTool};
+pub use meta_tool::{definitions, MetaTool, Rejected};
 pub use server::{serve, serve_stdio, Gateway};

@@ -9,7 +9,11 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
-use super::meta_tool::{definitions, MetaTool};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+
+use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
+use super::wire::LineTransport;
 use crate::engine::Engine;
 
 const INSTRUCTIONS: &str = "Tools of many MCP servers, reached through five meta-tools: \
@@ -48,20 +52,26 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let call = MetaTool::parse(&request.name, request.arguments)?;
-        Ok(call.apply(&self.engine, &context).await.into())
+        match MetaTool::parse(&request.name, request.arguments) {
+            Ok(call) => Ok(call.apply(&self.engine, &context).await.into()),
+            Err(Rejected::InvalidArguments(error)) => Ok(error_result(&error).into()),
+            Err(Rejected::UnknownTool(error)) => Err(error),
+        }
     }
 }
 
-/// Serve the gateway over `transport` until the client leaves or `shutdown` resolves, then
-/// close every downstream session. A client that leaves before the handshake is a clean stop.
-pub async fn serve<T, E, A>(engine: Engine, transport: T, shutdown: impl Future<Output = ()>)
+/// Serve the gateway over `read`/`write` (one JSON-RPC message per line) until the client
+/// leaves or `shutdown` resolves, then close every downstream session. A client that leaves
+/// before the handshake is a clean stop.
+pub async fn serve<R, W>(engine: Engine, read: R, write: W, shutdown: impl Future<Output = ()>)
 where
-    T: rmcp::transport::IntoTransport<RoleServer, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
 {
     // Start connecting before the handshake: `initialize` never waits on downstream servers.
     engine.start();
+    let eof = CancellationToken::new();
+    let transport = LineTransport::new(read, write, eof.clone());
     let mut shutdown = std::pin::pin!(shutdown);
     let running = tokio::select! {
         served = Gateway::new(engine.clone()).serve(transport) => served,
@@ -73,8 +83,14 @@ where
     match running {
         Ok(running) => {
             let token = running.cancellation_token();
+            // On end of input rmcp waits up to 5 s for calls in flight to answer a client that
+            // is gone; cancelling them first lets the gateway exit at once.
             tokio::select! {
                 quit = running.waiting() => tracing::info!(?quit, "client session ended"),
+                () = eof.cancelled() => {
+                    tracing::info!("client closed its input; cancelling calls in flight");
+                    token.cancel();
+                }
                 () = &mut shutdown => {
                     tracing::info!("shutdown requested");
                     token.cancel();
@@ -97,10 +113,11 @@ pub async fn serve_stdio(engine: Engine, shutdown: impl Future<Output = ()>) {
     #[cfg(unix)]
     if let Some((read, write)) = stdio_sockets() {
         tracing::debug!("stdio: unix sockets on the reactor");
-        serve(engine, (read, write), shutdown).await;
+        serve(engine, read, write, shutdown).await;
         return;
     }
-    serve(engine, rmcp::transport::stdio_pipes(), shutdown).await;
+    let (read, write) = rmcp::transport::stdio_pipes();
+    serve(engine, read, write, shutdown).await;
 }
 
 /// Duplicates of fd 0 and 1 as non-blocking tokio sockets, when both are unix sockets.

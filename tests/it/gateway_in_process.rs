@@ -15,7 +15,8 @@ async fn gateway(mut config: Value) -> RunningService<RoleClient, ()> {
     config["audit"] = json!({ "enabled": false });
     let engine = Engine::new(Config::from_value(config, "<test>").unwrap());
     let (client_io, server_io) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(discovery::gateway::serve(engine, server_io, pending()));
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(discovery::gateway::serve(engine, read, write, pending()));
     ().serve(client_io).await.unwrap()
 }
 
@@ -65,16 +66,13 @@ async fn unknown_meta_tool_is_invalid_params() {
 }
 
 #[tokio::test]
-async fn missing_required_argument_names_the_field() {
+async fn missing_required_argument_is_a_validation_result_naming_the_field() {
     let client = gateway(json!({})).await;
-    let mut params = CallToolRequestParams::new("get_tool_details");
-    params.arguments = json!({ "server": "x" }).as_object().cloned();
-    let err = client.peer().call_tool(params).await.unwrap_err();
-    let rmcp::service::ServiceError::McpError(data) = err else {
-        panic!("expected a JSON-RPC error, got {err:?}")
-    };
-    assert_eq!(data.code, rmcp::model::ErrorCode::INVALID_PARAMS);
-    assert!(data.message.contains("missing field `tool`"), "{}", data.message);
+    let (is_error, body) = call(&client, "get_tool_details", json!({ "server": "x" })).await;
+    assert!(is_error);
+    assert_eq!(body["error"]["code"], "VALIDATION_ERROR");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("missing field `tool`"), "{message}");
 }
 
 #[tokio::test]
@@ -87,4 +85,150 @@ async fn failing_server_is_an_error_status_with_its_reason() {
     let (is_error, body) = call(&client, "execute_tool", json!({ "server": "gone", "tool": "t" })).await;
     assert!(is_error);
     assert_eq!(body["error"]["code"], "SERVER_CONNECTION_ERROR");
+}
+
+fn fault_server() -> Value {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("__test__/fixtures/fault-server.mjs");
+    json!({ "command": "node", "args": [script] })
+}
+
+/// The body of every error code a model can meet, each produced by the real gateway path
+/// (a fixture server behind it for the downstream ones). `CONFIGURATION_ERROR` never reaches
+/// the model: a bad config stops the gateway before it serves.
+#[tokio::test]
+async fn error_bodies_the_model_sees() {
+    let client = gateway(json!({
+        "toolRules": [{ "server": "fault", "pattern": ["count"], "enabled": false }],
+        "servers": [
+            { "name": "fault", "connection": fault_server(), "timeoutMs": 5000 },
+            { "name": "gone", "connection": { "command": "/nonexistent/server" } },
+        ]
+    }))
+    .await;
+    // `crash` ends the fixture server mid-call: last.
+    let cases: [(&str, &'static str, Value); 12] = [
+        (
+            "validation_missing_field",
+            "get_tool_details",
+            json!({ "server": "fault" }),
+        ),
+        ("validation_wrong_type", "search_tools", json!({ "query": 5 })),
+        (
+            "validation_negative_limit",
+            "search_tools",
+            json!({ "query": "x", "limit": -1 }),
+        ),
+        (
+            "validation_unknown_field",
+            "list_tools",
+            json!({ "server": "fault", "verbose": true }),
+        ),
+        ("validation_blank_query", "search_tools", json!({ "query": "  " })),
+        (
+            "validation_tool_arguments",
+            "execute_tool",
+            json!({ "server": "fault", "tool": "strict", "arguments": { "count": 0 } }),
+        ),
+        ("server_not_found", "list_tools", json!({ "server": "faults" })),
+        (
+            "tool_not_found",
+            "get_tool_details",
+            json!({ "server": "fault", "tool": "ech" }),
+        ),
+        (
+            "tool_disabled",
+            "execute_tool",
+            json!({ "server": "fault", "tool": "count" }),
+        ),
+        (
+            "tool_execution_timeout",
+            "execute_tool",
+            json!({ "server": "fault", "tool": "hang", "timeoutMs": 300 }),
+        ),
+        (
+            "server_connection_error",
+            "execute_tool",
+            json!({ "server": "gone", "tool": "t" }),
+        ),
+        (
+            "tool_execution_error",
+            "execute_tool",
+            json!({ "server": "fault", "tool": "crash" }),
+        ),
+    ];
+    for (name, tool, args) in cases {
+        let (is_error, body) = call(&client, tool, args).await;
+        assert!(is_error, "{name}: {body}");
+        insta::assert_snapshot!(format!("error_body_{name}"), body.to_string());
+    }
+}
+
+#[tokio::test]
+async fn meta_tool_definitions() {
+    let definitions = serde_json::to_string_pretty(discovery::gateway::definitions()).unwrap();
+    insta::assert_snapshot!(definitions);
+}
+
+/// Raw lines in, raw lines out: what the client reads for malformed requests.
+#[tokio::test]
+async fn malformed_requests_are_answered_for_their_id() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let engine = Engine::new(
+        Config::from_value(
+            json!({ "cache": { "enabled": false }, "audit": { "enabled": false } }),
+            "<test>",
+        )
+        .unwrap(),
+    );
+    let (client_io, server_io) = tokio::io::duplex(64 * 1024);
+    let (read, write) = tokio::io::split(server_io);
+    tokio::spawn(discovery::gateway::serve(engine, read, write, pending()));
+    let (client_read, mut client_write) = tokio::io::split(client_io);
+    let mut lines = BufReader::new(client_read).lines();
+    let initialize = json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": { "name": "raw", "version": "0" } } });
+    client_write
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["id"], 0);
+    client_write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"\ud800"}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"x","limit":1e999}}}"#.to_string(),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"search_tools","arguments":{{"query":{deep}}}}}}}"#),
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"search_tools"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":"five","method":"tools/call","params":{"name":5}}"#.to_string(),
+        "this is not json".to_string(),
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"ok"}}}"#.to_string(),
+    ];
+    let mut answers = Vec::new();
+    for request in &requests {
+        client_write.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+        let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        answers.push(answer);
+    }
+    let summary: Vec<Value> = answers
+        .iter()
+        .map(|a| json!([a.get("id"), a["error"]["code"]]))
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            json!([1, -32700]),
+            json!([2, -32700]),
+            json!([3, -32700]),
+            json!([4, -32602]),
+            json!(["five", -32602]),
+            json!([null, -32700]),
+            json!([7, null])
+        ]
+    );
+    insta::assert_snapshot!(answers.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"));
 }

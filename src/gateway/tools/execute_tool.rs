@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::Result;
+use crate::gateway::bound::{cut_text, FIELD_BYTES};
 
 pub const NAME: &str = "execute_tool";
 
@@ -64,7 +65,8 @@ fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSi
         while let Some(update) = updates.recv().await {
             let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
             params.total = update.total;
-            params.message = update.message;
+            // A downstream server writes this text; the client reads it.
+            params.message = update.message.map(|m| cut_text(&m, FIELD_BYTES).into_owned());
             if let Err(error) = peer.notify_progress(params).await {
                 tracing::debug!(%error, "cannot forward progress to the client");
             }

@@ -1,0 +1,216 @@
+//! The gateway's side of the client connection: newline-delimited JSON-RPC over a byte stream,
+//! in place of rmcp's `AsyncRwTransport`.
+//!
+//! Inbound, every line is classified by `inbound::parse`; a line that is not a usable message
+//! is answered here with its JSON-RPC error (rmcp would drop it). Outbound, a message over
+//! `MAX_MESSAGE_BYTES` is replaced by an error for its id, so one oversized answer cannot make
+//! the client drop the session. End of input cancels `eof`, which the serve loop turns into
+//! cancelling the calls in flight (rmcp alone waits up to 5 s for them).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::RoleServer;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::bound::MAX_MESSAGE_BYTES;
+use super::inbound::{self, Inbound, Rejection};
+
+/// Longest line read from the client, as in rmcp: longer ones are skipped and answered.
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// How much of an oversized line is kept to find its id.
+const HEAD_BYTES: usize = 4096;
+
+/// One JSON-RPC message per line over `R`/`W`.
+pub(crate) struct LineTransport<R, W> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    /// Inside a line already rejected as too long, until its newline.
+    discarding: bool,
+    write: Arc<Mutex<W>>,
+    /// The last rejection being written.
+    answering: Option<JoinHandle<()>>,
+    eof: CancellationToken,
+}
+
+enum LineRead {
+    Line,
+    /// Too long: skipped; the answer is built from its first bytes.
+    Oversized(Vec<u8>),
+    End,
+}
+
+impl<R, W> LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    pub(crate) fn new(read: R, write: W, eof: CancellationToken) -> Self {
+        Self {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            discarding: false,
+            write: Arc::new(Mutex::new(write)),
+            answering: None,
+            eof,
+        }
+    }
+
+    /// Read one line into `self.line`, never buffering more than `MAX_LINE_BYTES`. Cancel-safe:
+    /// `receive` is polled in a `select!`; a partial line stays in `self.line` for the next call.
+    async fn read_line(&mut self) -> LineRead {
+        loop {
+            let available = match self.read.fill_buf().await {
+                Ok([]) => return LineRead::End,
+                Ok(available) => available,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot read from the client");
+                    return LineRead::End;
+                }
+            };
+            let newline = available.iter().position(|&b| b == b'\n');
+            let take = newline.map_or(available.len(), |at| at + 1);
+            let mut outcome = None;
+            if self.discarding {
+                self.discarding = newline.is_none();
+            } else if self.line.len() + take > MAX_LINE_BYTES {
+                let mut head = std::mem::take(&mut self.line);
+                head.extend_from_slice(&available[..take.min(HEAD_BYTES)]);
+                head.truncate(HEAD_BYTES);
+                self.discarding = newline.is_none();
+                outcome = Some(LineRead::Oversized(head));
+            } else {
+                self.line.extend_from_slice(&available[..take]);
+                if newline.is_some() {
+                    outcome = Some(LineRead::Line);
+                }
+            }
+            self.read.consume(take);
+            if let Some(outcome) = outcome {
+                return outcome;
+            }
+        }
+    }
+
+    /// Write `rejection` in a task of its own, so a cancelled `receive` never leaves half a
+    /// line on the wire. `receive` waits for it before reading on.
+    fn answer(&mut self, rejection: &Rejection) {
+        tracing::debug!(id = ?rejection.id, code = rejection.code.0, message = %rejection.message, "answering a malformed message");
+        let write = Arc::clone(&self.write);
+        let line = rejection.to_line();
+        self.answering = Some(tokio::spawn(async move {
+            if let Err(error) = write_line(&write, &line).await {
+                tracing::debug!(%error, "cannot answer a malformed message");
+            }
+        }));
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(write: &Mutex<W>, line: &[u8]) -> std::io::Result<()> {
+    let mut write = write.lock().await;
+    write.write_all(line).await?;
+    write.flush().await
+}
+
+/// `message` as one line, or — when that line would exceed `MAX_MESSAGE_BYTES` — an error for
+/// its id in its place (nothing for a notification, which has no one waiting on it).
+fn encode(message: &ServerJsonRpcMessage) -> std::io::Result<Option<Vec<u8>>> {
+    let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    if line.len() > MAX_MESSAGE_BYTES {
+        let size = line.len();
+        let id = match message {
+            ServerJsonRpcMessage::Response(response) => Some(&response.id),
+            ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
+            ServerJsonRpcMessage::Request(_) | ServerJsonRpcMessage::Notification(_) => {
+                tracing::warn!(size, "dropped a notification over the message size limit");
+                return Ok(None);
+            }
+        };
+        tracing::warn!(size, "an answer over the message size limit was replaced by an error");
+        return Ok(Some(oversized_answer(
+            id.map(|id| serde_json::to_value(id).unwrap_or(Value::Null)),
+            size,
+        )));
+    }
+    line.push(b'\n');
+    Ok(Some(line))
+}
+
+fn oversized_answer(id: Option<Value>, size: usize) -> Vec<u8> {
+    Rejection {
+        id,
+        code: ErrorCode::INTERNAL_ERROR,
+        message: format!(
+            "the answer was {size} bytes, over the {MAX_MESSAGE_BYTES} bytes the gateway sends in one message; \
+             ask for less (a smaller limit, or maxResultBytes for tool results)"
+        ),
+    }
+    .to_line()
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
+        let write = Arc::clone(&self.write);
+        let line = encode(&item);
+        async move {
+            match line? {
+                Some(line) => write_line(&write, &line).await,
+                None => Ok(()),
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            // A client flooding malformed lines is slowed to the pace it reads their answers.
+            // Awaiting through `&mut` keeps this cancel-safe.
+            if let Some(answering) = self.answering.as_mut() {
+                let _ = answering.await;
+                self.answering = None;
+            }
+            match self.read_line().await {
+                LineRead::Line => {}
+                LineRead::Oversized(head) => {
+                    self.answer(&inbound::oversized(&head, MAX_LINE_BYTES));
+                    continue;
+                }
+                LineRead::End => {
+                    self.eof.cancel();
+                    return None;
+                }
+            }
+            let line = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let parsed = if line.iter().all(u8::is_ascii_whitespace) {
+                Inbound::Ignore
+            } else {
+                inbound::parse(line)
+            };
+            self.line.clear();
+            match parsed {
+                Inbound::Message(message) => return Some(*message),
+                Inbound::Ignore => {}
+                Inbound::Reject(rejection) => self.answer(&rejection),
+            }
+        }
+    }
+
+    async fn close(&mut self) -> std::io::Result<()> {
+        if let Some(answering) = self.answering.take() {
+            let _ = answering.await;
+        }
+        self.write.lock().await.flush().await
+    }
+}
