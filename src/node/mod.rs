@@ -114,8 +114,9 @@ type ProgressCallback = ThreadsafeFunction<ToolProgress, UnknownReturnValue, Too
 /// Options of `executeTool`.
 #[napi(object, object_to_js = false)]
 pub struct ExecuteToolOptions {
-    /// Overrides the server's `timeoutMs` for this call.
-    pub timeout_ms: Option<u32>,
+    /// Overrides the server's `timeoutMs` for this call: an integer from 1 to 2147483647.
+    /// (A JS number, checked here: napi's `u32` would wrap `2**32` to 0 and `-1` to 49 days.)
+    pub timeout_ms: Option<f64>,
     /// Called with each progress notification the server sends for this call. Reports travel
     /// apart from the result: the last may arrive just after the promise settles. A throw is
     /// reported as a process warning.
@@ -125,6 +126,33 @@ pub struct ExecuteToolOptions {
     /// (`index.js` swaps the signal for a call id before it reaches Rust.)
     #[napi(ts_type = "AbortSignal")]
     pub signal: Option<u32>,
+}
+
+/// Longest per-call timeout the Node API takes: `setTimeout`'s ceiling, about 24.8 days.
+const MAX_CALL_TIMEOUT_MS: f64 = 2_147_483_647.0;
+
+/// `timeoutMs` as milliseconds, or a validation error naming it and the allowed range.
+fn call_timeout_ms(value: f64) -> std::result::Result<u64, EngineError> {
+    if value.is_finite() && value.fract() == 0.0 && (1.0..=MAX_CALL_TIMEOUT_MS).contains(&value) {
+        // In range and integral, so the cast is exact.
+        #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "checked above")]
+        return Ok(value as u64);
+    }
+    Err(EngineError::validation(format!(
+        "`timeoutMs` must be an integer from 1 to 2147483647 (milliseconds); got {}",
+        js_number(value)
+    )))
+}
+
+/// A number as JS prints it (`Infinity`, `NaN`, `1.5`, `-1`).
+fn js_number(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "Infinity" } else { "-Infinity" }.into()
+    } else {
+        value.to_string()
+    }
 }
 
 fn count(n: usize) -> u32 {
@@ -303,9 +331,14 @@ impl JsDiscoveryEngine {
             on_progress: None,
             signal: None,
         });
+        let timeout_ms = options
+            .timeout_ms
+            .map(call_timeout_ms)
+            .transpose()
+            .map_err(|e| to_js(&e))?;
         let abort = options.signal.map(|id| AbortRegistration::new(&self.aborts, id));
         let options = ExecuteOptions {
-            timeout_ms: options.timeout_ms.map(u64::from),
+            timeout_ms,
             cancel: abort.as_ref().map(|a| a.token.clone()),
             progress: options.on_progress.map(progress_sink),
         };
