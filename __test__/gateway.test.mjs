@@ -111,15 +111,21 @@ describe('gateway on the demo config', () => {
     assert.deepEqual([write.enabled, write.tags], [false, ['writes']]);
   });
 
-  test('malformed meta-tool arguments are JSON-RPC -32602 naming the field', async () => {
-    await assert.rejects(
-      gateway.client.callTool({ name: 'search_tools', arguments: { query: 42 } }),
-      (error) => error.code === -32602 && /query/.test(error.message),
-    );
-    await assert.rejects(
-      gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'echo', args: {} } }),
-      (error) => error.code === -32602 && /args/.test(error.message),
-    );
+  test('malformed meta-tool arguments are VALIDATION_ERROR results naming the field (SEP-1303)', async () => {
+    for (const [name, args, field] of [
+      ['search_tools', { query: 42 }, /`query`: invalid type: integer `42`, expected a string/],
+      ['execute_tool', { server: 'everything', tool: 'echo', args: {} }, /unknown field `args`/],
+      ['get_tool_details', { server: 'everything' }, /missing field `tool`/],
+    ]) {
+      const { result, body } = await call(gateway.client, name, args);
+      assert.equal(result.isError, true, name);
+      assert.deepEqual(Object.keys(body.error), ['code', 'message']);
+      assert.equal(body.error.code, 'VALIDATION_ERROR');
+      assert.match(body.error.message, field);
+    }
+  });
+
+  test('an unknown meta-tool name stays JSON-RPC -32602', async () => {
     await assert.rejects(
       gateway.client.callTool({ name: 'no_such_meta_tool', arguments: {} }),
       (error) => error.code === -32602 && /no_such_meta_tool/.test(error.message),

@@ -177,3 +177,63 @@ export async function spawnGateway(args, { command = process.execPath, env = {} 
   await client.connect(new ChildTransport(child));
   return { client, child, exit, stderr: () => stderr };
 }
+
+/**
+ * Spawn the gateway bin (or `command`) and talk raw JSON-RPC lines to it, for what the
+ * official client cannot send. `send` writes one line (an object is serialized); `next()`
+ * resolves with the next line the gateway writes, parsed (or rejects after a while).
+ */
+export function rawGateway(args, { command = process.execPath, env = {} } = {}) {
+  const child = spawn(command, command === process.execPath ? [bin, ...args] : args, {
+    env: isolatedEnv(env),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const lines = [];
+  const waiting = [];
+  let pending = '';
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk) => {
+    pending += chunk;
+    for (let at; (at = pending.indexOf('\n')) >= 0; ) {
+      const line = JSON.parse(pending.slice(0, at));
+      pending = pending.slice(at + 1);
+      if (waiting.length) waiting.shift()(line);
+      else lines.push(line);
+    }
+  });
+  // A gateway that stops reading (it exited, or skips an oversized line) shows in `exit`.
+  child.stdin.on('error', () => {});
+  const send = (message) => child.stdin.write(`${typeof message === 'string' ? message : JSON.stringify(message)}\n`);
+  /** The next line, or a rejection after `ms`: a gateway that stays silent fails the test. */
+  const next = (ms = 10_000) => {
+    if (lines.length) return Promise.resolve(lines.shift());
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiting.splice(waiting.indexOf(deliver), 1);
+        reject(new Error(`no answer within ${ms} ms`));
+      }, ms);
+      const deliver = (line) => {
+        clearTimeout(timer);
+        resolve(line);
+      };
+      waiting.push(deliver);
+    });
+  };
+  /** The MCP handshake, as a client does it. */
+  const initialize = async () => {
+    send({
+      jsonrpc: '2.0',
+      id: 0,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+    });
+    const answer = await next();
+    send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    return answer;
+  };
+  return { child, send, next, initialize, exit: exited(child), stderr: () => stderr };
+}

@@ -1,0 +1,154 @@
+// Clients on a bad day, and downstream texts no client can take in one message: the gateway
+// (npm bin and native binary) driven over raw stdio lines or by the official SDK client.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { hostTriple } from '../scripts/host.mjs';
+import {
+  alive, call, rawGateway, root, spawnGateway, startGateway, writeConfig,
+} from './helpers.mjs';
+
+const hugeText = join(root, '__test__/fixtures/huge-text-server.mjs');
+const faults = join(root, '__test__/fixtures/fault-server.mjs');
+const native = join(root, 'target', hostTriple(), 'debug/anygpt-discovery');
+const emptyConfig = () => writeConfig({ discovery: { servers: [] } });
+
+/** The same gateway through the npm bin and the native binary. */
+const faces = [
+  ['npm bin', (args) => rawGateway(args)],
+  ['native binary', (args) => rawGateway(args, { command: native })],
+];
+
+const deep = `${'['.repeat(300)}${']'.repeat(300)}`;
+/** [what, raw line, expected id, expected code]; each line is a request the client waits on. */
+const malformed = [
+  ['a lone surrogate', '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"\\ud800"}}}', 1, -32700],
+  ['a number out of range', '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"x","limit":1e999}}}', 2, -32700],
+  ['nesting past 128 levels', `{"jsonrpc":"2.0","id":"three","method":"tools/call","params":{"name":"search_tools","arguments":{"query":${deep}}}}`, 'three', -32700],
+  ['params a string', '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"search_tools"}', 4, -32602],
+  ['name a number', '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":5,"arguments":{}}}', 5, -32602],
+  ['id after the bad part', '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"\\udfff"},"id":6}', 6, -32700],
+  ['no id to recover', '{"jsonrpc":"2.0","method":"tools/call","params":{"name":"\\ud800"}', undefined, -32700],
+];
+
+describe('malformed client requests', () => {
+  for (const [face, start] of faces) {
+    test(`${face}: each gets one JSON-RPC error for its id, and the session goes on`, async () => {
+      const gateway = start(['--config', emptyConfig()]);
+      try {
+        assert.equal((await gateway.initialize()).id, 0);
+        for (const [what, line, id, code] of malformed) {
+          gateway.send(line);
+          const answer = await gateway.next();
+          assert.equal(answer.id, id, what);
+          assert.equal(answer.error?.code, code, `${what}: ${JSON.stringify(answer)}`);
+          assert.ok(answer.error.message.length < 1024, what);
+        }
+        gateway.send({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_mcp_servers', arguments: {} } });
+        const answer = await gateway.next();
+        assert.equal(answer.id, 7);
+        assert.deepEqual(JSON.parse(answer.result.content[0].text), { servers: [] });
+      } finally {
+        gateway.child.kill();
+      }
+    });
+  }
+
+  test('a line over 16 MiB is answered for the id in its first bytes', async () => {
+    const gateway = rawGateway(['--config', emptyConfig()]);
+    try {
+      await gateway.initialize();
+      const filler = 'x'.repeat(17 * 1024 * 1024);
+      gateway.send(`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"search_tools","arguments":{"query":"${filler}"}}}`);
+      const answer = await gateway.next();
+      assert.deepEqual([answer.id, answer.error.code], [8, -32600]);
+      assert.match(answer.error.message, /longer than 16777216 bytes/);
+    } finally {
+      gateway.child.kill();
+    }
+  });
+});
+
+describe('downstream texts over the client limit (10 MiB in the official client)', () => {
+  test('a 12 MiB tool description is cut in every answer; the session goes on', async () => {
+    const gateway = await startGateway(writeConfig({
+      discovery: { servers: [{ name: 'huge', connection: { command: process.execPath, args: [hugeText] } }] },
+    }));
+    try {
+      const { body: details } = await call(gateway.client, 'get_tool_details', { server: 'huge', tool: 'wordy' });
+      assert.ok(details.description.length < 16 * 1024, `${details.description.length} chars`);
+      assert.match(details.description, /\[anygpt-discovery: cut at 8192 of 12582912 bytes\]$/);
+      const { body: listed } = await call(gateway.client, 'list_tools', { server: 'huge' });
+      assert.ok(JSON.stringify(listed).length < 64 * 1024);
+      const { body: found } = await call(gateway.client, 'search_tools', { query: 'huge text' });
+      assert.ok(JSON.stringify(found).length < 64 * 1024);
+      const echoed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'huge', tool: 'echo', arguments: { message: 'still here' } } });
+      assert.equal(echoed.content[0].text, 'echo: still here');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('a 12 MiB error message is a bounded TOOL_EXECUTION_ERROR; the session goes on', async () => {
+    const gateway = await startGateway(writeConfig({
+      discovery: { servers: [{ name: 'huge', connection: { command: process.execPath, args: [hugeText] } }] },
+    }));
+    try {
+      const { result, body } = await call(gateway.client, 'execute_tool', { server: 'huge', tool: 'fail' });
+      assert.equal(result.isError, true);
+      assert.equal(body.error.code, 'TOOL_EXECUTION_ERROR');
+      assert.ok(result.content[0].text.length < 16 * 1024, `${result.content[0].text.length} chars`);
+      const echoed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'huge', tool: 'echo', arguments: { message: 'after' } } });
+      assert.equal(echoed.content[0].text, 'echo: after');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('a 20 MiB stderr line of a server that dies at start does not end the session', async () => {
+    const gateway = await startGateway(writeConfig({
+      discovery: {
+        servers: [
+          { name: 'loud', connection: { command: process.execPath, args: [hugeText, '--stderr-exit', '--mib', '20'] } },
+          { name: 'quiet', connection: { command: process.execPath, args: [hugeText, '--mib', '0'] } },
+        ],
+      },
+    }));
+    try {
+      const { result } = await call(gateway.client, 'list_mcp_servers');
+      assert.ok(result.content[0].text.length < 64 * 1024, `${result.content[0].text.length} chars`);
+      const failed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'loud', tool: 'echo' } });
+      assert.equal(failed.isError, true);
+      assert.ok(failed.content[0].text.length < 16 * 1024, `${failed.content[0].text.length} chars`);
+      const echoed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'quiet', tool: 'echo', arguments: { message: 'alive' } } });
+      assert.equal(echoed.content[0].text, 'echo: alive');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+});
+
+describe('stdin EOF with a call in flight', () => {
+  for (const [face, command] of [['npm bin', process.execPath], ['native binary', native]]) {
+    test(`${face}: exits 0 within 1 s, the call cancelled and the server gone`, async () => {
+      const config = writeConfig({
+        discovery: { servers: [{ name: 'fault', connection: { command: process.execPath, args: [faults] } }] },
+      });
+      const gateway = await spawnGateway(['--config', config], { command });
+      const pids = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'fault', tool: 'pids' } });
+      const server = JSON.parse(pids.content[0].text).server;
+      const hung = gateway.client
+        .callTool({ name: 'execute_tool', arguments: { server: 'fault', tool: 'hang' } })
+        .catch((error) => error);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const started = performance.now();
+      gateway.child.stdin.end();
+      const code = await gateway.exit;
+      const elapsed = performance.now() - started;
+      assert.equal(code, 0);
+      assert.ok(elapsed < 1000, `exited ${Math.round(elapsed)} ms after EOF`);
+      assert.equal(alive(server), false);
+      await hung;
+    });
+  }
+});
