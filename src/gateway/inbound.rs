@@ -408,4 +408,70 @@ mod tests {
             b"{\"jsonrpc\":\"2.0\",\"error\":{\"code\":-32700,\"message\":\"m\"},\"id\":9}\n"
         );
     }
+
+    mod props {
+        use proptest::prelude::*;
+        use rmcp::model::{ClientJsonRpcMessage, JsonRpcRequest, NumberOrString};
+        use serde_json::{json, Value};
+
+        use super::super::{parse, Inbound};
+
+        /// Fragments that break JSON in the ways clients do, mixed with ordinary tokens.
+        fn junk() -> impl Strategy<Value = String> {
+            let token = prop_oneof![
+                Just(r"\ud800".to_owned()),
+                Just(r#""\udfff""#.to_owned()),
+                Just("1e999".to_owned()),
+                Just("[".repeat(130)),
+                Just("]".repeat(130)),
+                Just(r#""name""#.to_owned()),
+                Just(r#""arguments""#.to_owned()),
+                "[\\[\\]{}\",:0-9a-z .eE+-]{0,12}",
+                "\\PC{0,6}",
+            ];
+            prop::collection::vec(token, 0..8).prop_map(|parts| parts.concat())
+        }
+
+        fn id() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                any::<i64>().prop_map(|n| json!(n)),
+                "[a-z0-9]{1,8}".prop_map(|s| json!(s))
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Whatever the bytes, parsing classifies them without a panic.
+            #[test]
+            fn never_panics(line in prop::collection::vec(any::<u8>(), 0..256), text in junk()) {
+                let _ = parse(&line);
+                let _ = parse(text.as_bytes());
+            }
+
+            /// A request whose id comes before the damage gets exactly one outcome, about that id:
+            /// it reaches rmcp with the id, or is answered for it.
+            #[test]
+            fn a_recoverable_id_is_always_answered(id in id(), params in junk(), close in any::<bool>()) {
+                let line = format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}{}"#,
+                    if close { "}" } else { "" }
+                );
+                match parse(line.as_bytes()) {
+                    Inbound::Reject(rejection) => prop_assert_eq!(rejection.id, Some(id)),
+                    Inbound::Message(message) => {
+                        let ClientJsonRpcMessage::Request(JsonRpcRequest { id: got, .. }) = *message else {
+                            return Err(TestCaseError::fail(format!("not a request: {line}")));
+                        };
+                        let got = match got {
+                            NumberOrString::Number(n) => json!(n),
+                            NumberOrString::String(s) => json!(&*s),
+                        };
+                        prop_assert_eq!(got, id);
+                    }
+                    Inbound::Ignore => prop_assert!(false, "ignored a request: {}", line),
+                }
+            }
+        }
+    }
 }

@@ -6,6 +6,8 @@
 //! matched many times.
 
 mod pattern;
+#[cfg(test)]
+mod props;
 mod rule_set;
 
 pub use pattern::{match_pattern, Pattern, PatternError, PatternList};
