@@ -117,7 +117,10 @@ export type JsDiscoveryEngine = DiscoveryEngine
 
 /** Options of `executeTool`. */
 export interface ExecuteToolOptions {
-  /** Overrides the server's `timeoutMs` for this call. */
+  /**
+   * Overrides the server's `timeoutMs` for this call: an integer from 1 to 2147483647.
+   * (A JS number, checked here: napi's `u32` would wrap `2**32` to 0 and `-1` to 49 days.)
+   */
   timeoutMs?: number
   /**
    * Called with each progress notification the server sends for this call. Reports travel

@@ -94,7 +94,6 @@ fn malformed_standard_request(id: &RequestId, custom: &CustomRequest) -> Rejecti
             "invalid params for `{}`: {}",
             custom.method,
             params_problem(&custom.method, custom.params.as_ref())
-                .unwrap_or_else(|| "`params` do not match the method's schema".into())
         ),
     }
 }
@@ -163,28 +162,26 @@ fn wrong_shape(value: &Value, typed: &serde_json::Error) -> Inbound {
         message: format!(
             "invalid params for `{}`: {}",
             cut_text(method, 64),
-            params_problem(method, object.get("params")).unwrap_or_else(|| detail(typed))
+            params_problem(method, object.get("params"))
         ),
     })
 }
 
-/// What is wrong with `tools/call` params, in the protocol's words rather than serde's
-/// (whose messages name Rust types).
-fn params_problem(method: &str, params: Option<&Value>) -> Option<String> {
-    if method != "tools/call" {
-        return None;
-    }
-    let Some(Value::Object(params)) = params else {
-        return Some("`params` must be an object with `name` and `arguments`".into());
-    };
-    match params.get("name") {
-        Some(Value::String(_)) => {}
-        None => return Some("`params.name` is missing".into()),
-        Some(_) => return Some("`params.name` must be a string".into()),
-    }
-    match params.get("arguments") {
-        None | Some(Value::Object(_) | Value::Null) => None,
-        Some(_) => Some("`params.arguments` must be an object".into()),
+/// What is wrong with a standard method's params, in the protocol's words (serde's and rmcp's
+/// messages name Rust types or say only "unrecognized").
+fn params_problem(method: &str, params: Option<&Value>) -> String {
+    match (method, params) {
+        ("tools/call", Some(Value::Object(params))) => match (params.get("name"), params.get("arguments")) {
+            (None, _) => "`params.name` is missing".into(),
+            (Some(name), _) if !name.is_string() => "`params.name` must be a string".into(),
+            (_, Some(arguments)) if !arguments.is_object() && !arguments.is_null() => {
+                "`params.arguments` must be an object".into()
+            }
+            _ => "`params` do not match the schema of `tools/call`".into(),
+        },
+        ("tools/call", _) => "`params` must be an object with `name` and `arguments`".into(),
+        (_, Some(params)) if !params.is_object() => "`params` must be an object".into(),
+        _ => "`params` do not match the method's schema".into(),
     }
 }
 
@@ -361,9 +358,10 @@ mod tests {
     }
 
     #[test]
-    fn other_methods_get_the_parser_detail_without_type_names() {
+    fn other_methods_say_what_params_must_be_without_type_names() {
         let r = rejection(r#"{"jsonrpc":"2.0","id":6,"method":"initialize","params":"x"}"#);
         assert_eq!(r.code, ErrorCode::INVALID_PARAMS);
+        assert!(r.message.ends_with("`params` must be an object"), "{}", r.message);
         assert!(
             !r.message.contains("struct") && !r.message.contains("Params"),
             "{}",
