@@ -214,3 +214,53 @@ where
         self.write.lock().await.flush().await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{
+        CallToolResult, ContentBlock, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
+        ServerNotification, ServerResult,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    fn text_of_size(bytes: usize) -> String {
+        "x".repeat(bytes)
+    }
+
+    #[test]
+    fn an_answer_within_the_limit_is_one_line() {
+        let result = CallToolResult::success(vec![ContentBlock::text("ok")]);
+        let message = ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), NumberOrString::Number(1));
+        let line = encode(&message).unwrap().unwrap();
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+    }
+
+    #[test]
+    fn an_oversized_answer_becomes_an_error_for_its_id() {
+        let result = CallToolResult::success(vec![ContentBlock::text(text_of_size(MAX_MESSAGE_BYTES))]);
+        let message =
+            ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), NumberOrString::String("a".into()));
+        let line = encode(&message).unwrap().unwrap();
+        let answer: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(answer["id"], json!("a"));
+        assert_eq!(answer["error"]["code"], json!(-32603));
+        insta::assert_snapshot!(
+            answer["error"]["message"].as_str().unwrap(),
+            @"the answer was 8388723 bytes, over the 8388608 bytes the gateway sends in one message; ask for less (a smaller limit, or maxResultBytes for tool results)"
+        );
+    }
+
+    #[test]
+    fn an_oversized_notification_is_dropped() {
+        let mut params =
+            LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text_of_size(MAX_MESSAGE_BYTES)));
+        params.logger = None;
+        let message = ServerJsonRpcMessage::notification(ServerNotification::LoggingMessageNotification(
+            rmcp::model::Notification::new(params),
+        ));
+        assert!(encode(&message).unwrap().is_none());
+    }
+}
