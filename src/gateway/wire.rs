@@ -218,8 +218,8 @@ where
 #[cfg(test)]
 mod tests {
     use rmcp::model::{
-        CallToolResult, ContentBlock, LoggingLevel, LoggingMessageNotificationParam, NumberOrString,
-        ServerNotification, ServerResult,
+        CallToolResult, ContentBlock, NumberOrString, ProgressNotificationParam, ProgressToken, ServerNotification,
+        ServerResult,
     };
     use serde_json::json;
 
@@ -235,7 +235,7 @@ mod tests {
         let message = ServerJsonRpcMessage::response(ServerResult::CallToolResult(result), NumberOrString::Number(1));
         let line = encode(&message).unwrap().unwrap();
         assert_eq!(line.last(), Some(&b'\n'));
-        assert_eq!(line.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(line.iter().position(|&b| b == b'\n'), Some(line.len() - 1));
     }
 
     #[test]
@@ -255,10 +255,9 @@ mod tests {
 
     #[test]
     fn an_oversized_notification_is_dropped() {
-        let mut params =
-            LoggingMessageNotificationParam::new(LoggingLevel::Info, json!(text_of_size(MAX_MESSAGE_BYTES)));
-        params.logger = None;
-        let message = ServerJsonRpcMessage::notification(ServerNotification::LoggingMessageNotification(
+        let mut params = ProgressNotificationParam::new(ProgressToken(NumberOrString::Number(1)), 1.0);
+        params.message = Some(text_of_size(MAX_MESSAGE_BYTES));
+        let message = ServerJsonRpcMessage::notification(ServerNotification::ProgressNotification(
             rmcp::model::Notification::new(params),
         ));
         assert!(encode(&message).unwrap().is_none());
