@@ -105,12 +105,37 @@ describe('downstream texts over the client limit (10 MiB in the official client)
     }
   });
 
+  test('a 20 MiB tool list and a 20 MiB error message do not end the session', async () => {
+    // Lines over 16 MiB from a server are dropped on the way in (the upstream transport's
+    // limit): the list never arrives and the call times out. What counts here is that the
+    // client's session survives and every answer stays bounded.
+    const gateway = await startGateway(writeConfig({
+      discovery: {
+        servers: [
+          { name: 'wordy', startupTimeoutMs: 2000, connection: { command: process.execPath, args: [hugeText, '--description-mib', '20'] } },
+          { name: 'failing', timeoutMs: 2000, connection: { command: process.execPath, args: [hugeText, '--description-mib', '0', '--error-mib', '20'] } },
+        ],
+      },
+    }));
+    try {
+      const { result: listed } = await call(gateway.client, 'list_mcp_servers');
+      assert.ok(listed.content[0].text.length < 64 * 1024);
+      const failed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'failing', tool: 'fail' } });
+      assert.equal(failed.isError, true);
+      assert.ok(failed.content[0].text.length < 16 * 1024, `${failed.content[0].text.length} chars`);
+      const echoed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'failing', tool: 'echo', arguments: { message: 'after' } } });
+      assert.equal(echoed.content[0].text, 'echo: after');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('a 20 MiB stderr line of a server that dies at start does not end the session', async () => {
     const gateway = await startGateway(writeConfig({
       discovery: {
         servers: [
-          { name: 'loud', connection: { command: process.execPath, args: [hugeText, '--stderr-exit', '--mib', '20'] } },
-          { name: 'quiet', connection: { command: process.execPath, args: [hugeText, '--mib', '0'] } },
+          { name: 'loud', connection: { command: process.execPath, args: [hugeText, '--stderr-mib', '20'] } },
+          { name: 'quiet', connection: { command: process.execPath, args: [hugeText, '--description-mib', '0'] } },
         ],
       },
     }));
