@@ -154,6 +154,20 @@ describe('downstream texts over the client limit (10 MiB in the official client)
 });
 
 describe('stdin EOF with a call in flight', () => {
+  test('a script that pipes requests in and closes stdin still reads every answer', async () => {
+    const gateway = rawGateway(['--config', emptyConfig()]);
+    gateway.send({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'pipe', version: '0' } } });
+    gateway.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    gateway.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'search_tools', arguments: { query: 'anything' } } });
+    gateway.send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":"x"}');
+    gateway.child.stdin.end();
+    const answers = [await gateway.next(), await gateway.next(), await gateway.next()];
+    assert.deepEqual(answers.map((a) => a.id).sort(), [0, 1, 2]);
+    assert.equal(answers.find((a) => a.id === 1).result.isError, false);
+    assert.equal(await gateway.exit, 0);
+  });
+
+
   for (const [face, command] of [['npm bin', process.execPath], ['native binary', native]]) {
     test(`${face}: exits 0 within 1 s, the call cancelled and the server gone`, async () => {
       const config = writeConfig({

@@ -1,6 +1,7 @@
 //! The rmcp server handler and the serve loop.
 
 use std::future::Future;
+use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
@@ -15,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::wire::LineTransport;
 use crate::engine::Engine;
+
+/// How long answers may still be written after the client closed its input.
+const EOF_DRAIN: Duration = Duration::from_millis(300);
 
 const INSTRUCTIONS: &str = "Tools of many MCP servers, reached through five meta-tools: \
 search_tools to find one, get_tool_details for its schema, execute_tool to run it.";
@@ -83,13 +87,19 @@ where
     match running {
         Ok(running) => {
             let token = running.cancellation_token();
-            // On end of input rmcp waits up to 5 s for calls in flight to answer a client that
-            // is gone; cancelling them first lets the gateway exit at once.
+            let mut waiting = std::pin::pin!(running.waiting());
             tokio::select! {
-                quit = running.waiting() => tracing::info!(?quit, "client session ended"),
+                quit = &mut waiting => tracing::info!(?quit, "client session ended"),
+                // On end of input rmcp waits up to 5 s for calls in flight to answer; cancel
+                // them instead, then give the answers already made (and those of calls that
+                // end on cancellation) a moment to reach a client that closed only its
+                // writing end, as a script piping requests in does.
                 () = eof.cancelled() => {
                     tracing::info!("client closed its input; cancelling calls in flight");
                     token.cancel();
+                    if tokio::time::timeout(EOF_DRAIN, &mut waiting).await.is_err() {
+                        tracing::warn!("calls still running {EOF_DRAIN:?} after end of input were dropped");
+                    }
                 }
                 () = &mut shutdown => {
                     tracing::info!("shutdown requested");
