@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use discovery::catalog::{file, Catalog};
+use discovery::catalog::file;
 use discovery::engine::{Engine, SearchRequest};
 use discovery::search::index::Index;
-use discovery::search::{self, Query};
+use discovery::search::{self, IndexedCatalog, Query};
 
 /// Wraps the system allocator and keeps the number of live heap bytes.
 struct Counting;
@@ -76,7 +76,7 @@ fn main() {
     for tools in [1_000, 10_000] {
         let text = catalog_text(&lines, tools);
         let before = LIVE.load(Ordering::Relaxed);
-        let catalog = file::parse(&text, "bench").unwrap();
+        let catalog = IndexedCatalog::from(file::parse(&text, "bench").unwrap());
         let catalog_bytes = LIVE.load(Ordering::Relaxed) - before;
         let (index_bytes, build) = index_heap(&catalog);
         let direct = time_direct(&catalog, &queries);
@@ -117,7 +117,7 @@ fn catalog_text(lines: &[&str], tools: usize) -> String {
 }
 
 /// Heap held by an index over `catalog`'s tools alone, and how long building it took.
-fn index_heap(catalog: &Catalog) -> (usize, Duration) {
+fn index_heap(catalog: &discovery::catalog::Catalog) -> (usize, Duration) {
     let mut servers: Vec<&str> = catalog.tools().map(|e| e.server.as_str()).collect();
     servers.dedup();
     let before = LIVE.load(Ordering::Relaxed);
@@ -132,7 +132,7 @@ fn index_heap(catalog: &Catalog) -> (usize, Duration) {
     (bytes, took)
 }
 
-fn time_direct(catalog: &Catalog, queries: &[String]) -> Vec<Duration> {
+fn time_direct(catalog: &IndexedCatalog, queries: &[String]) -> Vec<Duration> {
     let mut times = Vec::new();
     for pass in 0..=PASSES {
         for text in queries {

@@ -1,4 +1,4 @@
-//! Offline catalogs: a JSON Lines file of tools (DESIGN §9), indexed without any server.
+//! Offline catalogs: a JSON Lines file of tools (DESIGN §9), read without any server.
 //!
 //! One tool a line: `{"server":"…","name":"…","description":"…","inputSchema":{…}}`.
 //! Other fields are ignored; blank lines are skipped; a repeated `server:name` keeps the
@@ -94,7 +94,7 @@ mod tests {
             "Address to coordinates"
         );
         assert_eq!(catalog.tool("fs", "read_file").unwrap().summary, "Read a file");
-        assert_eq!(catalog.index().len(), 3);
+        assert_eq!(catalog.tools().count(), 3);
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //!
 //! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema untouched, so
 //! `get_tool_details` returns it as the server gave it) plus what the rules decided. The
-//! catalog is replaced per server when that server's tool list arrives, and so is that server's
-//! part of the search index it keeps beside the entries (see `search::index`), so a search
-//! never re-reads tool text; per-tool content hashes say what changed. [`file`] loads a whole
-//! catalog from a JSON Lines file; `snapshot` keeps tool lists on disk between runs.
+//! catalog is replaced per server when that server's tool list arrives; per-tool content
+//! hashes say what changed. [`file`] loads a whole catalog from a JSON Lines file; `snapshot`
+//! keeps tool lists on disk between runs. The catalog knows nothing of search:
+//! `search::IndexedCatalog` keeps a catalog and its index together, so data flows one way,
+//! config → catalog → search.
 
 pub mod snapshot;
 
@@ -15,7 +16,6 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 
 use crate::rules::RuleSet;
-use crate::search::index::Index;
 
 pub mod file;
 
@@ -52,14 +52,12 @@ impl ToolEntry {
     }
 }
 
-/// Tools by server, each server's list in the order the server reported it, and the search
-/// index over them.
+/// Tools by server, each server's list in the order the server reported it.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     servers: BTreeMap<String, Vec<ToolEntry>>,
     /// Servers' own descriptions (from the config), searched with their tools.
     descriptions: BTreeMap<String, String>,
-    index: Index,
 }
 
 impl Catalog {
@@ -75,8 +73,8 @@ impl Catalog {
         }
     }
 
-    /// Replace `server`'s tools, applying `rules`, and re-index that server; says which tools
-    /// were added, updated or removed compared with the previous list.
+    /// Replace `server`'s tools, applying `rules`; says which tools were added, updated or
+    /// removed compared with the previous list.
     pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
         let entries: Vec<ToolEntry> = tools
             .into_iter()
@@ -94,21 +92,23 @@ impl Catalog {
             .collect();
         let changes = ToolChanges::between(self.server_tools(server).unwrap_or_default(), &entries);
         self.servers.insert(server.to_owned(), entries);
-        let description = self.descriptions.get(server).map(String::as_str);
-        self.index.set_server(server, description, &self.servers[server]);
         changes
     }
 
     /// Forget `server`'s tools.
     pub fn remove_server(&mut self, server: &str) {
         self.servers.remove(server);
-        self.index.remove_server(server);
     }
 
-    /// The search index over every server's tools.
+    /// `server`'s own description (from the config), if it has one.
     #[must_use]
-    pub fn index(&self) -> &Index {
-        &self.index
+    pub fn description(&self, server: &str) -> Option<&str> {
+        self.descriptions.get(server).map(String::as_str)
+    }
+
+    /// Names of the servers with a tool list, in order.
+    pub fn server_names(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
     }
 
     /// `server`'s tools, or `None` if none were ever listed.

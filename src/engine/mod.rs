@@ -26,7 +26,7 @@ use crate::catalog::snapshot::SnapshotStore;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::search::{self, Query};
+use crate::search::{self, IndexedCatalog, Query};
 use crate::upstream::{CallFailure, Connection, Pool, Server, ServerStatus, UpstreamEvent};
 
 pub use crate::upstream::{ProgressSink, ProgressUpdate};
@@ -159,7 +159,7 @@ impl std::fmt::Debug for ExecuteOptions {
 struct State {
     config: Config,
     pool: Pool,
-    catalog: RwLock<Catalog>,
+    catalog: RwLock<IndexedCatalog>,
     snapshots: Option<SnapshotStore>,
     audit: Option<AuditLog>,
     validators: validate::Validators,
@@ -187,9 +187,9 @@ impl Engine {
     /// its tools are searchable (with or without a `server` filter), but its servers are never
     /// connected, so the other operations answer `SERVER_NOT_FOUND` for them.
     #[must_use]
-    pub fn from_catalog(catalog: Catalog) -> Self {
+    pub fn from_catalog(catalog: impl Into<IndexedCatalog>) -> Self {
         let state = State::new(Config::empty());
-        *state.catalog.write().expect("catalog lock is never poisoned") = catalog;
+        *state.catalog.write().expect("catalog lock is never poisoned") = catalog.into();
         Self {
             state: Arc::new(RwLock::new(Arc::new(state))),
         }
@@ -424,12 +424,12 @@ impl State {
         let (events, receiver) = mpsc::unbounded_channel();
         Self {
             pool: Pool::new(config.servers(), base_dir, config.discovery.idle_timeout_ms, events),
-            catalog: RwLock::new(Catalog::with_descriptions(
+            catalog: RwLock::new(IndexedCatalog::from(Catalog::with_descriptions(
                 config
                     .servers()
                     .iter()
                     .filter_map(|s| Some((s.name.as_str(), s.description.as_deref()?))),
-            )),
+            ))),
             snapshots: config
                 .discovery
                 .cache
@@ -469,7 +469,7 @@ impl State {
         });
     }
 
-    fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+    fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, IndexedCatalog> {
         self.catalog.read().expect("catalog lock is never poisoned")
     }
 

@@ -2,8 +2,9 @@
 //!
 //! The pieces: [`tokenize`] turns text into terms (split identifiers, stop words, stems),
 //! [`query`] turns a request into weighted terms (paths and URLs as hints, agent nouns,
-//! [`synonyms`] from a small thesaurus), [`index`] holds the BM25F inverted index the
-//! catalog keeps up to date per server, and [`suggest`] answers "did you mean".
+//! [`synonyms`] from a small thesaurus), [`index`] holds the BM25F inverted index,
+//! [`IndexedCatalog`] keeps it beside the catalog and up to date per server, and [`suggest`]
+//! answers "did you mean".
 //! This module decides what a score means:
 //!
 //! - An exact tool name (`tool`, `server:tool`, `server.tool`, `server__tool`, `server/tool`;
@@ -22,6 +23,7 @@
 //! - Ties break by server then name: the same query always gives the same order.
 
 pub mod index;
+mod indexed;
 pub mod query;
 mod suggest;
 pub mod synonyms;
@@ -32,6 +34,7 @@ use std::cmp::Ordering;
 use crate::catalog::{Catalog, ToolEntry};
 use index::{Candidate, DocRef, Filter, Index};
 
+pub use indexed::IndexedCatalog;
 pub use suggest::{edit_distance, suggest_servers, suggest_tools};
 
 /// Longest query searched, in characters; the engine cuts longer queries here.
@@ -80,7 +83,7 @@ impl<'q> Query<'q> {
 
 /// Rank the catalog for `query`: exact names first, then ranked hits above [`MIN_RELEVANCE`].
 #[must_use]
-pub fn search<'a>(catalog: &'a Catalog, query: &Query<'_>) -> Vec<Hit<'a>> {
+pub fn search<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> Vec<Hit<'a>> {
     let index = catalog.index();
     let filter = Filter {
         server: query.server,
@@ -216,8 +219,8 @@ mod tests {
         Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
     }
 
-    fn catalog() -> Catalog {
-        let mut catalog = Catalog::default();
+    fn catalog() -> IndexedCatalog {
+        let mut catalog = IndexedCatalog::default();
         let rules = RuleSet::default();
         catalog.set_server_tools(
             "everything",
@@ -261,7 +264,7 @@ mod tests {
         hits.iter().map(|h| h.entry.id()).collect()
     }
 
-    fn top(catalog: &Catalog, text: &str) -> String {
+    fn top(catalog: &IndexedCatalog, text: &str) -> String {
         search(catalog, &query(text))
             .first()
             .map_or_else(|| "<none>".to_owned(), |h| h.entry.id())
@@ -340,7 +343,7 @@ mod tests {
 
     #[test]
     fn ties_break_by_server_then_name() {
-        let mut catalog = Catalog::default();
+        let mut catalog = IndexedCatalog::default();
         let rules = RuleSet::default();
         for server in ["zeta", "alpha", "mid"] {
             catalog.set_server_tools(server, vec![tool("b_probe", "probe"), tool("a_probe", "probe")], &rules);

@@ -5,7 +5,7 @@
 //! `remove_ticket` finds `delete_ticket` through the thesaurus and `forecast_weather` finds a
 //! tool whose description talks about the weather.
 
-use crate::catalog::Catalog;
+use super::IndexedCatalog;
 
 use super::{search, tokenize, Query};
 
@@ -66,7 +66,7 @@ fn by_shared_words<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, 
 /// Tools whose names are close to `tool`, as `server:tool`: near spellings on `server`, then
 /// on other servers, then tools the index finds for the name's words.
 #[must_use]
-pub fn suggest_tools(catalog: &Catalog, server: &str, tool: &str) -> Vec<String> {
+pub fn suggest_tools(catalog: &IndexedCatalog, server: &str, tool: &str) -> Vec<String> {
     let own = catalog.server_tools(server).unwrap_or_default();
     let spelled_here = by_spelling(tool, own.iter().map(|e| (e.name(), e.id())));
     let spelled_elsewhere = by_spelling(
@@ -121,9 +121,9 @@ mod tests {
     use rmcp::model::Tool;
     use std::sync::Arc;
 
-    fn catalog() -> Catalog {
+    fn catalog() -> IndexedCatalog {
         let schema = Arc::new(serde_json::Map::new());
-        let mut catalog = Catalog::default();
+        let mut catalog = IndexedCatalog::default();
         let tools = |names: &[&str]| {
             names
                 .iter()

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use discovery::catalog::{file, Catalog};
+use discovery::catalog::file;
 use discovery::engine::{Engine, SearchRequest};
-use discovery::search::{self, Query};
+use discovery::search::{self, IndexedCatalog, Query};
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -17,14 +17,14 @@ fn fixture() -> PathBuf {
 }
 
 /// `../shared/data/catalogs/combined.jsonl`, which CI checks out beside the repository.
-fn combined() -> Catalog {
+fn combined() -> IndexedCatalog {
     let path = repo().join("../shared/data/catalogs/combined.jsonl");
     assert!(
         path.is_file(),
         "{} is missing: the search tests need the public catalogs in ../shared/data (see its README)",
         path.display()
     );
-    file::load(&path).expect("combined.jsonl loads")
+    file::load(&path).expect("combined.jsonl loads").into()
 }
 
 fn query(text: &str) -> Query<'_> {
@@ -32,7 +32,7 @@ fn query(text: &str) -> Query<'_> {
 }
 
 /// `server:tool` of every hit for `text`, in rank order.
-fn ids(catalog: &Catalog, text: &str) -> Vec<String> {
+fn ids(catalog: &IndexedCatalog, text: &str) -> Vec<String> {
     search::search(catalog, &query(text))
         .iter()
         .map(|h| h.entry.id())
@@ -93,8 +93,8 @@ fn the_same_query_gives_the_same_order() {
 
 #[test]
 fn a_reloaded_catalog_ranks_like_the_first() {
-    let one = file::load(&fixture()).unwrap();
-    let two = file::load(&fixture()).unwrap();
+    let one: IndexedCatalog = file::load(&fixture()).unwrap().into();
+    let two: IndexedCatalog = file::load(&fixture()).unwrap().into();
     for text in ["read file", "issue", "weather"] {
         let a = ids(&one, text);
         let b = ids(&two, text);

@@ -1,0 +1,102 @@
+//! A catalog and the search index over it, changed together.
+//!
+//! The catalog (a lower layer) holds the tools; the index is search's own view of them. This
+//! type is the one place both change, per server, so they can never disagree: a search resolves
+//! the index's documents to catalog entries by position. Reading the catalog goes through
+//! `Deref`, so callers that only read tools need not know an index exists.
+
+use std::ops::Deref;
+
+use rmcp::model::Tool;
+
+use super::index::Index;
+use crate::catalog::{Catalog, ToolChanges};
+use crate::rules::RuleSet;
+
+/// A [`Catalog`] with its search [`Index`] kept up to date per server.
+#[derive(Debug, Clone, Default)]
+pub struct IndexedCatalog {
+    catalog: Catalog,
+    index: Index,
+}
+
+impl IndexedCatalog {
+    /// Replace `server`'s tools, applying `rules`, and re-index that server only; says which
+    /// tools were added, updated or removed.
+    pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
+        let changes = self.catalog.set_server_tools(server, tools, rules);
+        self.reindex(server);
+        changes
+    }
+
+    /// Forget `server`'s tools and its documents.
+    pub fn remove_server(&mut self, server: &str) {
+        self.catalog.remove_server(server);
+        self.index.remove_server(server);
+    }
+
+    /// The index over every server's tools.
+    #[must_use]
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    fn reindex(&mut self, server: &str) {
+        let tools = self.catalog.server_tools(server).unwrap_or_default();
+        self.index.set_server(server, self.catalog.description(server), tools);
+    }
+}
+
+impl From<Catalog> for IndexedCatalog {
+    /// Index a whole catalog (e.g. one loaded from a file).
+    fn from(catalog: Catalog) -> Self {
+        let mut indexed = Self {
+            catalog,
+            index: Index::default(),
+        };
+        let servers: Vec<String> = indexed.catalog.server_names().map(str::to_owned).collect();
+        for server in &servers {
+            indexed.reindex(server);
+        }
+        indexed
+    }
+}
+
+impl Deref for IndexedCatalog {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        &self.catalog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(
+            name.to_owned(),
+            "Reads a file.".to_owned(),
+            Arc::new(serde_json::Map::new()),
+        )
+    }
+
+    #[test]
+    fn catalog_and_index_change_together() {
+        let rules = RuleSet::default();
+        let mut catalog = Catalog::default();
+        catalog.set_server_tools("a", vec![tool("read_file")], &rules);
+        let mut indexed = IndexedCatalog::from(catalog);
+        assert_eq!(indexed.index().len(), 1);
+
+        indexed.set_server_tools("b", vec![tool("read"), tool("write")], &rules);
+        assert_eq!((indexed.tools().count(), indexed.index().len()), (3, 3));
+
+        indexed.remove_server("a");
+        assert_eq!((indexed.tools().count(), indexed.index().len()), (2, 2));
+        assert!(!indexed.index().has_server("a"));
+    }
+}
