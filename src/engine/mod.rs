@@ -107,7 +107,7 @@ impl Engine {
                     tool_count: tools.len(),
                     enabled_count: tools.iter().filter(|t| t.enabled).count(),
                     status: status.word().to_owned(),
-                    error: status.reason().map(str::to_owned),
+                    error: status.describe(),
                 }
             })
             .collect()

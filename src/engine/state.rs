@@ -188,12 +188,13 @@ impl State {
         if let Some(tools) = self.read_catalog().server_tools(name) {
             return Ok(f(tools));
         }
-        let state = server.state();
-        let source = match state.reason() {
-            Some(reason) => UpstreamError::Failed {
-                reason: reason.to_owned(),
+        let source = match server.state() {
+            ServerState::Backoff { reason, until } => UpstreamError::Unavailable {
+                reason,
+                retry_in: until.saturating_duration_since(tokio::time::Instant::now()),
             },
-            None => UpstreamError::handshake("still starting"),
+            ServerState::Failed { reason } => UpstreamError::Failed { reason },
+            _ => UpstreamError::handshake("still starting"),
         };
         Err(Error::ServerConnection {
             server: name.to_owned(),

@@ -45,8 +45,8 @@ const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// A session that lasted this long proved the server works: its end restarts it at once.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
-/// A write blocked this long (or the call's whole timeout, if shorter) means the server
-/// stopped reading its input.
+/// A write blocked this long (or half the call's timeout, if shorter) when the call times out
+/// means the server stopped reading its input.
 const WEDGED_AFTER: Duration = Duration::from_secs(1);
 /// How long closing waits for starts in flight to end their processes.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
@@ -202,6 +202,18 @@ impl ServerState {
         match self {
             Self::Backoff { reason, .. } | Self::Failed { reason } => Some(reason),
             _ => None,
+        }
+    }
+
+    /// Why the state is `error`, and when the next attempt is, if one is scheduled.
+    #[must_use]
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            Self::Backoff { reason, until } => {
+                let wait = until.saturating_duration_since(Instant::now());
+                Some(format!("{reason} (next attempt in {} s)", wait.as_secs().max(1)))
+            }
+            _ => self.reason().map(str::to_owned),
         }
     }
 }
@@ -393,7 +405,10 @@ impl<C: Connector> Handle<C> {
             Ok(_) | Err(UpstreamError::Remote { .. }) => self.prove(&session),
             Err(UpstreamError::Closed { detail }) => self.lost(&session, detail.clone()),
             Err(UpstreamError::Timeout { .. }) => {
-                if let Some(blocked) = session.write_blocked_for().filter(|b| *b >= WEDGED_AFTER.min(timeout)) {
+                if let Some(blocked) = session
+                    .write_blocked_for()
+                    .filter(|b| *b >= WEDGED_AFTER.min(timeout / 2))
+                {
                     let wedged = UpstreamError::Wedged { blocked };
                     tracing::warn!(server = %self.spec.name, %wedged, "restarting");
                     self.lost(&session, wedged.to_string());
