@@ -272,6 +272,10 @@ describe('supervisor', () => {
       const first = await serverStatus(gateway.client, 'late');
       assert.equal(first.status, 'error');
       assert.match(first.error, /exit status: 1.*failing start 1 on purpose.*\(next attempt in \d+ s\)/);
+      // A server that exits before `initialize` once put rmcp's ~2,500-character transport type
+      // name into this text, which the model reads.
+      assert.ok(first.error.length < 400, first.error);
+      assert.doesNotMatch(first.error, /::|Transport \[|TypeId/);
       // Nobody calls it: the supervisor tries again after ~1 s and ~2 s on its own.
       let status = first;
       for (let i = 0; i < 80 && status.status !== 'connected'; i++) {
