@@ -291,6 +291,34 @@ describe('supervisor', () => {
     }
   });
 
+  test('searches wait for a first start, never for the retries of a failing server', async () => {
+    const gateway = await gatewayWith([
+      { name: 'mute', startupTimeoutMs: 1000, connection: { command: 'sleep', args: ['30'] } },
+      faultServer('steady'),
+    ]);
+    try {
+      const first = await call(gateway.client, 'search_tools', { query: 'echo' });
+      assert.equal(first.body.results[0].server, 'steady');
+      // `mute` retries after ~1 s and hangs in initialize for 1 s, again and again.
+      let slowest = 0;
+      let sawRetry = false;
+      const until = performance.now() + 4000;
+      while (performance.now() < until) {
+        const t0 = performance.now();
+        const { body } = await call(gateway.client, 'search_tools', { query: 'echo' });
+        slowest = Math.max(slowest, performance.now() - t0);
+        assert.equal(body.pending, undefined);
+        const { body: list } = await call(gateway.client, 'list_mcp_servers');
+        sawRetry ||= list.servers[0].status === 'connecting';
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(sawRetry, 'the failing server was never retried');
+      assert.ok(slowest < 300, `a search took ${slowest.toFixed(0)} ms`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('8 servers hung in initialize do not delay a healthy 9th by more than 1 s', async () => {
     const timeToEcho = async (servers) => {
       const t0 = performance.now();

@@ -25,7 +25,6 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::search::{self, Query};
-use crate::upstream::ServerState;
 use state::State;
 
 pub use crate::upstream::{ProgressSink, ProgressUpdate};
@@ -93,7 +92,7 @@ impl Engine {
     pub async fn list_servers(&self) -> Vec<ServerInfo> {
         let state = self.current();
         state.indexed().await;
-        state.wait_all(SEARCH_WAIT).await;
+        state.wait_first_starts(SEARCH_WAIT).await;
         let catalog = state.read_catalog();
         state
             .upstream
@@ -141,13 +140,10 @@ impl Engine {
                 state.server(server)?;
             }
         }
-        state.wait_all(SEARCH_WAIT).await;
-        // Servers still starting; an idle server's tools are already known (snapshot).
-        let pending = state
-            .upstream
-            .handles()
-            .filter(|s| s.state() == ServerState::Connecting)
-            .count();
+        state.wait_first_starts(SEARCH_WAIT).await;
+        // Servers still in their first start; an idle server's tools are already known
+        // (snapshot), and a failing one's retries are not worth a "search again".
+        let pending = state.upstream.handles().filter(|s| s.is_first_start()).count();
         let catalog = state.read_catalog();
         let hits = search::search(
             &catalog,

@@ -158,10 +158,10 @@ impl State {
         }
     }
 
-    /// Wait, at most `limit` in all, for servers still connecting.
-    pub async fn wait_all(&self, limit: Duration) {
+    /// Wait, at most `limit` in all, for servers in their first start (not for retries).
+    pub async fn wait_first_starts(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
-        for server in self.upstream.handles() {
+        for server in self.upstream.handles().filter(|s| s.is_first_start()) {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             server.wait_settled(left).await;
         }

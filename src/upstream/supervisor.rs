@@ -249,6 +249,8 @@ struct Inner<S> {
     last_used: Instant,
     /// Bumped per attempt and per scheduled retry, so a stale timer or task does nothing.
     attempt: u64,
+    /// A start has succeeded or failed before: later starts are restarts.
+    settled_once: bool,
 }
 
 /// One server: its state, session and restart policy.
@@ -304,6 +306,7 @@ impl<C: Connector> Supervisor<C> {
                         in_flight: 0,
                         last_used: Instant::now(),
                         attempt: 0,
+                        settled_once: false,
                     }),
                 })
             })
@@ -381,6 +384,14 @@ impl<C: Connector> Handle<C> {
         if matches!(*self.state.borrow(), ServerState::Idle | ServerState::Draining) {
             self.begin_connect(&mut inner);
         }
+    }
+
+    /// Whether the server is in its very first start: what a search may wait for, since its
+    /// tools are about to be known. Retries of a failing server never make anyone wait.
+    #[must_use]
+    pub fn is_first_start(&self) -> bool {
+        let inner = self.lock();
+        !inner.settled_once && matches!(*self.state.borrow(), ServerState::Connecting)
     }
 
     /// Wait until the server is no longer connecting, or `limit` passes.
@@ -536,6 +547,7 @@ impl<C: Connector> Handle<C> {
         )
         .await;
         let mut inner = self.lock();
+        inner.settled_once = true;
         let current = inner.attempt == attempt && !shared.shutdown.is_cancelled();
         match outcome {
             Ok((session, _)) if !current => {

@@ -129,16 +129,26 @@ async fn a_failed_first_start_is_retried_in_the_background_with_backoff() {
     let s = setup(&["a"], vec![Script::Fail, Script::Fail, Script::Ok]);
     let handle = s.supervisor.get("a").unwrap().clone();
     handle.start();
+    assert!(handle.is_first_start(), "searches may wait for a first start");
     settle().await;
-    assert!(
-        matches!(handle.state(), ServerState::Backoff { .. }),
-        "{:?}",
-        handle.state()
-    );
+    let backoff = matches!(handle.state(), ServerState::Backoff { .. });
+    assert!(backoff, "{:?}", handle.state());
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 1);
-    // Nobody asks; the supervisor tries again after ~1 s, then ~2 s.
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    // Nobody asks; the supervisor tries again after ~1 s (0.8–1.2 s)…
+    let failed_at = Instant::now();
+    while matches!(handle.state(), ServerState::Backoff { .. }) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let waited = failed_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(770) && waited <= Duration::from_millis(1200),
+        "{waited:?}"
+    );
+    assert_eq!(handle.state(), ServerState::Connecting, "retrying");
+    assert!(!handle.is_first_start(), "nobody waits for a retry");
+    settle().await;
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
+    // …and again after ~2 s (1.6–2.4 s).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 3);
     assert_eq!(handle.state(), ServerState::Ready);
