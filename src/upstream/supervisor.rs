@@ -4,7 +4,7 @@
 //!   idle ──► connecting ──► ready ──► draining ──► idle
 //!              │   ▲          │ (session lost, wedged)
 //!              ▼   │ (timer)  ▼
-//!           backoff ◄──── restart policy ───► connecting (at once, after a proven session)
+//!           backoff ◄──── restart policy ───► connecting (at once, after a lasting session)
 //!              │
 //!              ▼ (a spec that cannot work: unset variable, bad URL)
 //!            failed
@@ -44,7 +44,9 @@ const BACKOFF_START: Duration = Duration::from_secs(1);
 /// Longest wait between attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// A session that lasted this long proved the server works: its end restarts it at once.
-const STABLE_SESSION: Duration = Duration::from_secs(30);
+/// A call that succeeded proves nothing: a server that dies right after its handshake may
+/// still answer the one call that was quick enough.
+const STABLE_SESSION: Duration = Duration::from_secs(10);
 /// A write blocked this long (or half the call's timeout, if shorter) when the call times out
 /// means the server stopped reading its input.
 const WEDGED_AFTER: Duration = Duration::from_secs(1);
@@ -237,8 +239,6 @@ struct Shared<C> {
 struct Live<S> {
     session: Arc<S>,
     opened: Instant,
-    /// A call succeeded on it: the server works, whatever ends the session later.
-    proven: bool,
 }
 
 struct Inner<S> {
@@ -413,7 +413,6 @@ impl<C: Connector> Handle<C> {
         let session = self.session().await.map_err(CallError::Connect)?;
         let outcome = session.call(params, timeout, progress).await;
         match &outcome {
-            Ok(_) | Err(UpstreamError::Remote { .. }) => self.prove(&session),
             Err(UpstreamError::Closed { detail }) => self.lost(&session, detail.clone()),
             Err(UpstreamError::Timeout { .. }) => {
                 if let Some(blocked) = session
@@ -425,7 +424,7 @@ impl<C: Connector> Handle<C> {
                     self.lost(&session, wedged.to_string());
                 }
             }
-            Err(_) => {}
+            Ok(_) | Err(_) => {}
         }
         outcome.map_err(CallError::Call)
     }
@@ -470,14 +469,6 @@ impl<C: Connector> Handle<C> {
         }
     }
 
-    /// Mark `session` as working: its end will not count against the server.
-    fn prove(&self, session: &Arc<C::Session>) {
-        let mut inner = self.lock();
-        if let Some(live) = inner.live.as_mut().filter(|l| Arc::ptr_eq(&l.session, session)) {
-            live.proven = true;
-        }
-    }
-
     /// `session` ended (or is wedged): end it, and start again at once or after a backoff.
     fn lost(self: &Arc<Self>, session: &Arc<C::Session>, reason: String) {
         let mut inner = self.lock();
@@ -492,7 +483,7 @@ impl<C: Connector> Handle<C> {
         if self.shared.shutdown.is_cancelled() {
             return;
         }
-        let wait = after_loss(&mut inner.failures, live.proven, live.opened.elapsed(), jitter());
+        let wait = after_loss(&mut inner.failures, live.opened.elapsed(), jitter());
         if wait.is_zero() {
             tracing::info!(server = %self.spec.name, "session lost; starting again");
             self.begin_connect(inner);
@@ -562,7 +553,6 @@ impl<C: Connector> Handle<C> {
                 inner.live = Some(Live {
                     session: session.clone(),
                     opened: Instant::now(),
-                    proven: false,
                 });
                 inner.last_used = Instant::now();
                 // Queued before `ready`: whoever sees the server ready finds its tools queued.
@@ -639,7 +629,7 @@ async fn close_when_idle<C: Connector>(handle: Weak<Handle<C>>, session: Weak<C:
                 continue;
             }
             let live = inner.live.take().expect("held: checked above");
-            if live.proven || live.opened.elapsed() >= STABLE_SESSION {
+            if live.opened.elapsed() >= STABLE_SESSION {
                 inner.failures = 0;
             }
             handle.state.send_replace(ServerState::Draining);
@@ -675,12 +665,12 @@ fn backoff(failures: u32, unit: f64) -> Duration {
     base.mul_f64(0.8 + 0.4 * unit.clamp(0.0, 1.0)).min(BACKOFF_MAX)
 }
 
-/// The wait before starting a server whose session ended. A session that proved itself
-/// (a call succeeded, or it lasted) restarts at once; one that ended before that counts as a
-/// failed start, so a server that dies right after its handshake backs off instead of being
-/// respawned on every call. The first such end still restarts at once (a one-off crash).
-fn after_loss(failures: &mut u32, proven: bool, lived: Duration, unit: f64) -> Duration {
-    if proven || lived >= STABLE_SESSION {
+/// The wait before starting a server whose session ended. A session that lasted
+/// [`STABLE_SESSION`] restarts at once; one that ended sooner counts as a failed start, so a
+/// server that dies right after its handshake backs off instead of being respawned on every
+/// call. The first such end still restarts at once (a one-off crash).
+fn after_loss(failures: &mut u32, lived: Duration, unit: f64) -> Duration {
+    if lived >= STABLE_SESSION {
         *failures = 0;
     }
     *failures += 1;

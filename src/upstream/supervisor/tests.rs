@@ -172,7 +172,7 @@ async fn a_call_during_backoff_fails_at_once_naming_the_wait() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_session_that_dies_before_proving_itself_backs_off() {
+async fn a_session_that_dies_right_after_starting_backs_off() {
     let s = setup(&["a"], vec![]);
     s.fake.dead.store(true, Ordering::SeqCst);
     let handle = s.supervisor.get("a").unwrap().clone();
@@ -187,11 +187,33 @@ async fn a_session_that_dies_before_proving_itself_backs_off() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_proven_session_that_ends_is_restarted_at_once() {
+async fn a_session_that_answers_one_call_and_dies_still_backs_off() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    for _ in 0..40 {
+        if handle.call(call_params(), Duration::from_secs(1), None).await.is_ok() {
+            let inner = handle.lock();
+            inner
+                .live
+                .as_ref()
+                .unwrap()
+                .session
+                .closed
+                .store(true, Ordering::SeqCst);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let opens = s.fake.opens.load(Ordering::SeqCst);
+    assert!((3..=5).contains(&opens), "{opens} starts in 4 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lasting_session_that_ends_is_restarted_at_once() {
     let s = setup(&["a"], vec![]);
     let handle = s.supervisor.get("a").unwrap().clone();
     for _ in 0..3 {
         handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+        tokio::time::sleep(STABLE_SESSION).await;
         handle
             .lock()
             .live
@@ -253,12 +275,12 @@ fn backoff_doubles_up_to_a_minute_with_a_fifth_of_jitter() {
 }
 
 #[test]
-fn after_loss_restarts_proven_sessions_at_once_and_backs_off_unproven_ones() {
+fn after_loss_restarts_lasting_sessions_at_once_and_backs_off_short_ones() {
     let mut failures = 0;
     let short = Duration::from_millis(200);
-    assert_eq!(after_loss(&mut failures, false, short, 0.5), Duration::ZERO);
-    assert_eq!(after_loss(&mut failures, false, short, 0.5), Duration::from_secs(1));
-    assert_eq!(after_loss(&mut failures, false, short, 0.5), Duration::from_secs(2));
-    assert_eq!(after_loss(&mut failures, true, short, 0.5), Duration::ZERO);
-    assert_eq!(after_loss(&mut failures, false, STABLE_SESSION, 0.5), Duration::ZERO);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::ZERO);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(1));
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(2));
+    assert_eq!(after_loss(&mut failures, STABLE_SESSION, 0.5), Duration::ZERO);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(1));
 }
