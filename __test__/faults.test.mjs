@@ -1,7 +1,7 @@
 // Servers on a bad day: the fault fixture (our own server on the official SDK) behind the
 // gateway, driven by the official client. Each test names the fault it injects.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import {
@@ -253,9 +253,162 @@ describe('startup from the snapshot', () => {
       assert.equal(body.pending, undefined);
       assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
       const { body: list } = await call(second.client, 'list_mcp_servers');
-      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 12), JSON.stringify(list.servers[0]));
+      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 15), JSON.stringify(list.servers[0]));
     } finally {
       await second.client.close();
+    }
+  });
+});
+
+describe('supervisor', () => {
+  const spawns = (log) => (existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean).length : 0);
+  const serverStatus = async (client, name) =>
+    (await call(client, 'list_mcp_servers')).body.servers.find((s) => s.name === name);
+
+  test('a server that fails its first start is retried in the background and comes up', async () => {
+    const log = join(tempDir(), 'spawns');
+    const gateway = await gatewayWith([faultServer('late', ['--spawn-log', log, '--fail-starts', '2'])]);
+    try {
+      const first = await serverStatus(gateway.client, 'late');
+      assert.equal(first.status, 'error');
+      assert.match(first.error, /exit status: 1.*failing start 1 on purpose.*\(next attempt in \d+ s\)/);
+      // A server that exits before `initialize` once put rmcp's ~2,500-character transport type
+      // name into this text, which the model reads.
+      assert.ok(first.error.length < 400, first.error);
+      assert.doesNotMatch(first.error, /::|Transport \[|TypeId/);
+      // Nobody calls it: the supervisor tries again after ~1 s and ~2 s on its own.
+      let status = first;
+      for (let i = 0; i < 80 && status.status !== 'connected'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        status = await serverStatus(gateway.client, 'late');
+      }
+      assert.equal(status.status, 'connected', JSON.stringify(status));
+      assert.equal(spawns(log), 3);
+      const echoed = await execute(gateway.client, 'late', 'echo', { message: 'up' });
+      assert.equal(echoed.content[0].text, 'Echo: up');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('searches wait for a first start, never for the retries of a failing server', async () => {
+    const gateway = await gatewayWith([
+      { name: 'mute', startupTimeoutMs: 1000, connection: { command: 'sleep', args: ['30'] } },
+      faultServer('steady'),
+    ]);
+    try {
+      const first = await call(gateway.client, 'search_tools', { query: 'echo' });
+      assert.equal(first.body.results[0].server, 'steady');
+      // `mute` retries after ~1 s and hangs in initialize for 1 s, again and again.
+      let slowest = 0;
+      let sawRetry = false;
+      const until = performance.now() + 4000;
+      while (performance.now() < until) {
+        const t0 = performance.now();
+        const { body } = await call(gateway.client, 'search_tools', { query: 'echo' });
+        slowest = Math.max(slowest, performance.now() - t0);
+        assert.equal(body.pending, undefined);
+        const { body: list } = await call(gateway.client, 'list_mcp_servers');
+        sawRetry ||= list.servers[0].status === 'connecting';
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.ok(sawRetry, 'the failing server was never retried');
+      assert.ok(slowest < 300, `a search took ${slowest.toFixed(0)} ms`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('8 servers hung in initialize do not delay a healthy 9th by more than 1 s', async () => {
+    const timeToEcho = async (servers) => {
+      const t0 = performance.now();
+      const gateway = await gatewayWith(servers);
+      try {
+        const echoed = await execute(gateway.client, 'healthy', 'echo', { message: 'hi' });
+        assert.equal(echoed.content[0].text, 'Echo: hi');
+        return performance.now() - t0;
+      } finally {
+        await gateway.client.close();
+      }
+    };
+    // `sleep` never answers initialize and costs no CPU, so only the slots can delay the 9th.
+    const hung = Array.from({ length: 8 }, (_, i) => ({
+      name: `hung${i}`, startupTimeoutMs: 20000, connection: { command: 'sleep', args: ['30'] },
+    }));
+    const alone = await timeToEcho([faultServer('healthy')]);
+    const behindHung = await timeToEcho([...hung, faultServer('healthy')]);
+    process.stdout.write(`# healthy server alone: ${alone.toFixed(0)} ms; behind 8 hung: ${behindHung.toFixed(0)} ms\n`);
+    assert.ok(behindHung - alone < 1000, `delayed by ${(behindHung - alone).toFixed(0)} ms`);
+  });
+
+  test('a server that dies right after its handshake backs off instead of respawning per call', async () => {
+    const log = join(tempDir(), 'spawns');
+    const gateway = await gatewayWith([faultServer('doomed', ['--spawn-log', log, '--exit-after-handshake'])]);
+    try {
+      const errors = [];
+      const until = performance.now() + 3000;
+      while (performance.now() < until) {
+        const result = await execute(gateway.client, 'doomed', 'echo', { message: 'x' });
+        if (result.isError) errors.push(errorOf(result).message);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const started = spawns(log);
+      process.stdout.write(`# starts during 3 s of calls every 100 ms: ${started}\n`);
+      assert.ok(started <= 6, `${started} starts in 3 s`);
+      assert.ok(errors.some((m) => /next attempt in \d+ s/.test(m)), errors.slice(0, 3).join('\n'));
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('a storm of 10,000 tools/list_changed is coalesced; searches answer meanwhile', async () => {
+    const gateway = await gatewayWith([faultServer('stormy')]);
+    try {
+      await execute(gateway.client, 'stormy', 'echo', { message: 'connected' });
+      const listsBefore = Number((await execute(gateway.client, 'stormy', 'lists')).content[0].text);
+      const storm = execute(gateway.client, 'stormy', 'storm', { count: 10000 });
+      const slowest = [];
+      for (let i = 0; i < 10; i++) {
+        const t0 = performance.now();
+        const { body } = await call(gateway.client, 'search_tools', { query: 'echo message' });
+        slowest.push(performance.now() - t0);
+        assert.equal(body.results[0].tool, 'echo');
+        await new Promise((r) => setTimeout(r, 30));
+      }
+      assert.equal((await storm).content[0].text, 'sent 10000');
+      await new Promise((r) => setTimeout(r, 1500));
+      const relists = Number((await execute(gateway.client, 'stormy', 'lists')).content[0].text) - listsBefore;
+      process.stdout.write(`# re-lists for 10,000 notifications: ${relists}; slowest search ${Math.max(...slowest).toFixed(1)} ms\n`);
+      assert.ok(relists >= 1 && relists <= 10, `${relists} re-lists`);
+      assert.ok(Math.max(...slowest) < 100, `search took ${Math.max(...slowest).toFixed(1)} ms`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('a server wedged by a 10 MiB argument is restarted once the call times out', async () => {
+    const gateway = await gatewayWith([faultServer('wedged')]);
+    try {
+      const first = JSON.parse((await execute(gateway.client, 'wedged', 'pids')).content[0].text).server;
+      await execute(gateway.client, 'wedged', 'stop_reading');
+      const big = await gateway.client.callTool({
+        name: 'execute_tool',
+        arguments: { server: 'wedged', tool: 'echo', arguments: { message: 'x'.repeat(10 * 1024 * 1024) }, timeoutMs: 1500 },
+      });
+      assert.equal(errorOf(big).code, 'TOOL_EXECUTION_TIMEOUT');
+      // Without the restart every later call would wait its full timeout behind the stuck write.
+      const t0 = performance.now();
+      const pids = await gateway.client.callTool({
+        name: 'execute_tool', arguments: { server: 'wedged', tool: 'pids', timeoutMs: 5000 },
+      });
+      const elapsed = performance.now() - t0;
+      const second = JSON.parse(pids.content[0].text).server;
+      assert.equal(typeof second, 'number', pids.content[0].text);
+      assert.notEqual(second, first);
+      assert.ok(await waitFor(() => !alive(first), 2000), 'the wedged process is still running');
+      assert.ok(elapsed < 3000, `the next call took ${elapsed.toFixed(0)} ms`);
+    } finally {
+      await gateway.client.close();
     }
   });
 });

@@ -126,6 +126,35 @@ test('an unreachable HTTP server is `error` with the reason', async () => {
   }
 });
 
+test('a remote server not up yet at startup is retried in the background and comes up', async () => {
+  const port = await freePort();
+  const config = writeConfig({
+    discovery: { servers: [{ name: 'remote', startupTimeoutMs: 3000, connection: { type: 'http', url: `http://127.0.0.1:${port}/mcp` } }] },
+  });
+  const gateway = await startGateway(config);
+  let http;
+  try {
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    assert.equal(body.servers[0].status, 'error');
+    assert.match(body.servers[0].error, /next attempt in \d+ s/);
+    http = await startHttpEverything('streamableHttp', port);
+    // Nobody calls it: the supervisor's own retry (backoff 1 s, 2 s, …) finds it up.
+    const up = await (async () => {
+      for (let i = 0; i < 80; i++) {
+        const { body: now } = await call(gateway.client, 'list_mcp_servers');
+        if (now.servers[0].status === 'connected') return true;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return false;
+    })();
+    assert.ok(up, 'the remote server never came up');
+    await assertEchoWorks(gateway.client, 'late but up');
+  } finally {
+    await gateway.client.close();
+    http?.child.kill();
+  }
+});
+
 for (const mode of ['streamableHttp', 'sse']) {
   test(`a ${mode} server that goes away and comes back: a clear error meanwhile, then calls work again`, async () => {
     let remote = await startHttpEverything(mode);

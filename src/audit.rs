@@ -70,8 +70,8 @@ impl AuditLog {
         })
     }
 
-    #[must_use]
-    pub fn path(&self) -> &std::path::Path {
+    #[cfg(test)]
+    fn path(&self) -> &std::path::Path {
         &self.path
     }
 

@@ -7,6 +7,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::upstream::UpstreamError;
+
 /// The stable codes shared by every face (MCP results, CLI, Node errors).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -44,8 +46,9 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// Everything the engine can fail with.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Everything the engine can fail with. A downstream server's failure is carried typed, as
+/// the source; its text is bounded where it is built (`upstream::error`).
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A config file or object is invalid. `origin` is the file (or `<object>`), `path` the
@@ -56,8 +59,12 @@ pub enum Error {
         path: String,
         reason: String,
     },
-    #[error("server `{server}` is not connected: {reason}")]
-    ServerConnection { server: String, reason: String },
+    #[error("server `{server}` is not connected: {source}")]
+    ServerConnection {
+        server: String,
+        #[source]
+        source: UpstreamError,
+    },
     #[error("no server named `{server}`")]
     ServerNotFound { server: String, suggestions: Vec<String> },
     #[error("server `{server}` has no tool named `{tool}`")]
@@ -71,11 +78,12 @@ pub enum Error {
     /// Bad arguments. Each problem names where it is (`limit`, `/path`, …).
     #[error("invalid arguments: {}", problems.join("; "))]
     Validation { problems: Vec<String> },
-    #[error("tool `{server}:{tool}` failed: {reason}")]
+    #[error("tool `{server}:{tool}` failed: {source}")]
     ToolExecution {
         server: String,
         tool: String,
-        reason: String,
+        #[source]
+        source: UpstreamError,
     },
     #[error("tool `{server}:{tool}` did not answer within {timeout_ms} ms")]
     ToolExecutionTimeout {
@@ -178,6 +186,23 @@ mod tests {
             err.to_json().to_string(),
             r#"{"error":{"code":"TOOL_NOT_FOUND","message":"server `github` has no tool named `create_isue`","server":"github","tool":"create_isue","suggestions":["github:create_issue"]}}"#
         );
+    }
+
+    #[test]
+    fn a_server_failure_is_the_source_and_its_text_part_of_the_message() {
+        let err = Error::ServerConnection {
+            server: "slow".into(),
+            source: UpstreamError::Unavailable {
+                reason: "command `nope` not found".into(),
+                retry_in: std::time::Duration::from_secs(2),
+            },
+        };
+        assert_eq!(
+            err.to_string(),
+            "server `slow` is not connected: command `nope` not found (next attempt in 2 s)"
+        );
+        let source = std::error::Error::source(&err).expect("the upstream error is the source");
+        assert!(source.downcast_ref::<UpstreamError>().is_some());
     }
 
     #[test]

@@ -10,8 +10,9 @@
 //! rules    ── patterns (glob, /regex/flags, !negation) and rule evaluation
 //! catalog  ── every tool per server with enabled/tags applied, summaries, on-disk snapshots
 //! search   ── ranking over the catalog, "did you mean" suggestions
-//! upstream ── downstream sessions: process groups, rmcp client (stdio, HTTP), pool with
-//!             statuses, idle close, backoff, progress routing, list_changed events
+//! upstream ── one supervisor handle per downstream server: spawn or dial, handshake, calls,
+//!             idle close, restart with backoff, process groups; typed errors; new tool
+//!             lists leave as events the engine applies to the catalog
 //! engine   ── Engine facade: list/search/details/execute/reload/close; argument validation,
 //!             result caps
 //! audit    ── the JSON Lines log of every execute
@@ -24,7 +25,7 @@
 //! Data flows one way: config → catalog → search; the engine owns catalog and upstream;
 //! gateway, cli and node only call the engine.
 
-pub mod audit;
+pub(crate) mod audit;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -35,7 +36,7 @@ pub mod paths;
 pub mod rules;
 pub mod search;
 pub mod shutdown;
-pub mod upstream;
+pub(crate) mod upstream;
 
 #[cfg(feature = "node")]
 pub mod node;
@@ -43,3 +44,4 @@ pub mod node;
 pub use config::Config;
 pub use engine::Engine;
 pub use error::{Error, ErrorCode, Result};
+pub use upstream::UpstreamError;

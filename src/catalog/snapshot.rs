@@ -109,16 +109,27 @@ impl SnapshotStore {
     }
 }
 
-fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, String> {
-    let file: SnapshotFile = serde_json::from_slice(bytes).map_err(|e| format!("unreadable: {e}"))?;
+/// Why a snapshot file is not used.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("unreadable: {0}")]
+    Unreadable(#[from] serde_json::Error),
+    #[error("written by another version ({version} format {format})")]
+    OtherVersion { version: String, format: u32 },
+    #[error("belongs to another server or launch spec")]
+    OtherServer,
+}
+
+fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, Unusable> {
+    let file: SnapshotFile = serde_json::from_slice(bytes)?;
     if file.format != FORMAT || file.gateway_version != env!("CARGO_PKG_VERSION") {
-        return Err(format!(
-            "written by another version ({} format {})",
-            file.gateway_version, file.format
-        ));
+        return Err(Unusable::OtherVersion {
+            version: file.gateway_version,
+            format: file.format,
+        });
     }
     if file.server != spec.name || file.fingerprint != fingerprint(spec) {
-        return Err("belongs to another server or launch spec".into());
+        return Err(Unusable::OtherServer);
     }
     Ok(file)
 }

@@ -1,10 +1,10 @@
-//! One rmcp client session with one downstream server process.
+//! One rmcp client session with one downstream server: open (spawn or dial, handshake, first
+//! full `tools/list`), call with progress routing and cancellation, re-list on
+//! `tools/list_changed` (coalesced), close.
 //!
-//! The process is spawned here rather than by rmcp's `TokioChildProcess` so that the gateway
-//! owns what matters for dependability: the process group (to end grandchildren), the exit
-//! status, the stderr tail and a tap on stdout (see `diagnostics`). Progress notifications
-//! from the server are routed to the call that asked for them; `tools/list_changed` is
-//! reported to the pool's owner as an event.
+//! The process is spawned by `stdio` rather than by rmcp's `TokioChildProcess` so that the
+//! gateway owns what matters for dependability: the process group, the exit status, the
+//! stderr tail, a tap on stdout and a watch on stdin. Remote servers are dialled by `remote`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,37 +12,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use reqwest::Url;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
     ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
     Tool,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
-use rmcp::transport::common::client_side_sse::ExponentialBackoff;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::service::{ClientInitializeError, NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
-use tokio::process::{ChildStdin, ChildStdout};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
-use super::http::HttpClient;
-use super::lines;
+use super::diagnostics::Diagnostics;
+use super::error::UpstreamError;
 use super::process::ProcessGroup;
-use super::sse::SseTransport;
-use super::url_text;
-use crate::config::{expand, ServerSpec, TransportKind};
+use super::stdio::BlockedSince;
+use super::{lines, remote, stdio, url_text};
+use crate::config::{ServerSpec, TransportKind};
 
 /// How long closing stdin may take before the group is signalled.
 const CLOSE_GRACE: Duration = Duration::from_millis(300);
-/// Longest wait between two attempts to reopen a remote server's event stream.
-const MAX_STREAM_RETRY_DELAY: Duration = Duration::from_secs(30);
 /// How long SIGTERM may take before SIGKILL.
 pub(super) const TERM_GRACE: Duration = Duration::from_millis(700);
+/// How long a burst of `tools/list_changed` may go on before the tools are listed again.
+const RELIST_SETTLE: Duration = Duration::from_millis(50);
+/// Shortest time between two listings of one session's tools: a server that sends
+/// `tools/list_changed` in a loop costs a listing per interval, not one per notification.
+const RELIST_MIN_INTERVAL: Duration = Duration::from_millis(500);
 
 /// One progress report of a downstream call.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,22 +51,19 @@ pub struct ProgressUpdate {
 /// Where a call's progress goes (the gateway forwards it to the client).
 pub type ProgressSink = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
 
-/// Something a server told us outside a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamEvent {
-    /// `notifications/tools/list_changed`.
-    ToolsChanged { server: String },
-}
+/// Where a session's re-listed tools go (the supervisor turns them into events).
+pub(crate) type ToolsSink = Arc<dyn Fn(Vec<Tool>) + Send + Sync>;
 
 /// Progress tokens of calls in flight on one session.
 type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
 
 /// The client side we present to downstream servers.
 #[derive(Clone)]
-pub struct UpstreamClient {
-    server: String,
+pub(super) struct UpstreamClient {
+    pub server: String,
     progress: ProgressRoutes,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// Woken by `tools/list_changed`; many wake-ups before the listing runs count as one.
+    pub relist: Arc<Notify>,
 }
 
 impl ClientHandler for UpstreamClient {
@@ -93,10 +86,8 @@ impl ClientHandler for UpstreamClient {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        tracing::info!(server = %self.server, "tools/list_changed");
-        let _ = self.events.send(UpstreamEvent::ToolsChanged {
-            server: self.server.clone(),
-        });
+        tracing::debug!(server = %self.server, "tools/list_changed");
+        self.relist.notify_one();
     }
 }
 
@@ -106,24 +97,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .expect("progress routes lock is never poisoned: no panics while held")
 }
 
-/// Why a call failed, as the engine needs to tell it apart.
-#[derive(Debug)]
-pub enum CallFailure {
-    Timeout,
-    /// The session is gone (crash, exit); the reason says what the process did.
-    Closed(String),
-    /// The server answered with an error.
-    Server(String),
-}
-
 /// A live session.
-pub struct Connection {
+pub(crate) struct Connection {
     service: RunningService<RoleClient, UpstreamClient>,
     group: ProcessGroup,
     diagnostics: Diagnostics,
     progress: ProgressRoutes,
     /// A remote server's URL: its errors can quote it, key and all, and they reach the model.
     url: Option<Url>,
+    /// Since when a write to a stdio server has waited for it to read (remote: never).
+    blocked: BlockedSince,
+    /// Ends the re-listing task with the session.
+    stop: CancellationToken,
     /// Set once `close` ran, so `Drop` knows the processes are already ended.
     closed: AtomicBool,
 }
@@ -137,8 +122,9 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Spawn `spec`, complete the handshake and list every tool (all pages), all within the
-    /// server's startup timeout. `base_dir` resolves a relative `cwd`.
+    /// Spawn or dial `spec`, complete the handshake and list every tool (all pages), all
+    /// within the server's startup timeout. `base_dir` resolves a relative `cwd`. Later
+    /// listings (after `tools/list_changed`) go to `on_tools`.
     ///
     /// # Errors
     /// A reason a person can act on: unset variable, command not found, timeout, protocol error.
@@ -146,54 +132,74 @@ impl Connection {
         spec: &ServerSpec,
         base_dir: Option<&Path>,
         shutdown: &CancellationToken,
-        events: mpsc::UnboundedSender<UpstreamEvent>,
-    ) -> Result<(Self, Vec<Tool>), String> {
+        on_tools: ToolsSink,
+    ) -> Result<(Self, Vec<Tool>), UpstreamError> {
         let progress = ProgressRoutes::default();
         let client = UpstreamClient {
             server: spec.name.clone(),
             progress: progress.clone(),
-            events,
+            relist: Arc::new(Notify::new()),
         };
+        let relist = client.relist.clone();
         let timeout = Duration::from_millis(spec.startup_timeout_ms());
         let diagnostics = Diagnostics::default();
+        let mut blocked = BlockedSince::default();
         let (group, url, outcome) = match spec.connection.kind {
             TransportKind::Stdio => {
-                let (group, (stdout, stdin)) = spawn_stdio(spec, base_dir, &diagnostics)?;
-                let transport = lines::transport(stdout, stdin, spec.name.clone());
-                (group, None, handshake(client, transport, timeout, shutdown).await)
+                let spawned = stdio::spawn(spec, base_dir, &diagnostics)?;
+                blocked = spawned.blocked;
+                let transport = lines::transport(spawned.stdout, spawned.stdin, spec.name.clone());
+                (
+                    spawned.group,
+                    None,
+                    handshake(client, transport, timeout, shutdown).await,
+                )
             }
             TransportKind::Http => {
-                let remote = Remote::new(spec)?;
-                let outcome = open_http(&remote, client, timeout, shutdown).await;
+                let remote = remote::Remote::new(spec)?;
+                let outcome = remote::open_http(&remote, client, timeout, shutdown).await;
                 (ProcessGroup::new(None), Some(remote.url), outcome)
             }
             TransportKind::Sse => {
-                let remote = Remote::new(spec)?;
+                let remote = remote::Remote::new(spec)?;
                 let deadline = Instant::now() + timeout;
-                let outcome = open_sse(&remote, client, deadline, shutdown).await;
+                let outcome = remote::open_sse(&remote, client, deadline, shutdown).await;
                 (ProcessGroup::new(None), Some(remote.url), outcome)
             }
         };
         match outcome {
             Ok((service, tools)) => {
-                let closed = AtomicBool::new(false);
-                Ok((
-                    Self {
-                        service,
-                        group,
-                        diagnostics,
-                        progress,
-                        url,
-                        closed,
-                    },
-                    tools,
-                ))
+                let stop = CancellationToken::new();
+                tokio::spawn(relist_on_change(
+                    service.peer().clone(),
+                    relist,
+                    stop.clone(),
+                    spec.name.clone(),
+                    url.clone(),
+                    on_tools,
+                ));
+                let connection = Self {
+                    service,
+                    group,
+                    diagnostics,
+                    progress,
+                    url,
+                    blocked,
+                    stop,
+                    closed: AtomicBool::new(false),
+                };
+                Ok((connection, tools))
             }
             Err(failure) => {
                 group.terminate(TERM_GRACE).await;
                 // Let the stderr reader and the waiter record the process's last words and exit.
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                Err(diagnostics.explain(&shown_error(url.as_ref(), &failure)))
+                Err(match failure {
+                    Failure::Handshake(reason) => {
+                        UpstreamError::handshake(diagnostics.explain(&shown_error(url.as_ref(), &reason)))
+                    }
+                    Failure::Other(error) => error,
+                })
             }
         }
     }
@@ -204,17 +210,24 @@ impl Connection {
         self.service.is_transport_closed() || self.diagnostics.exited()
     }
 
+    /// How long a write to the server has been waiting for it to read, if one is.
+    #[must_use]
+    pub fn write_blocked_for(&self) -> Option<Duration> {
+        self.blocked.blocked_for()
+    }
+
     /// Call a tool with a timeout, routing its progress to `progress`. Dropping the returned
     /// future cancels the call downstream (rmcp sends `notifications/cancelled`).
     ///
     /// # Errors
-    /// Timeout, closed session, or the server's own error.
+    /// `Timeout`, `Closed` (with what the process did), `Remote` (the server's own error),
+    /// `Protocol`.
     pub async fn call(
         &self,
         params: CallToolRequestParams,
         timeout: Duration,
         progress: Option<ProgressSink>,
-    ) -> Result<CallToolResult, CallFailure> {
+    ) -> Result<CallToolResult, UpstreamError> {
         let peer = self.service.peer();
         // rmcp puts its own progress token on every request; route by the one it chose.
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -238,60 +251,60 @@ impl Connection {
             Err(error) => Ok(Err(error)),
         };
         match outcome {
-            Err(_) => Err(CallFailure::Timeout),
+            Err(_) => Err(UpstreamError::Timeout {
+                what: "no answer",
+                limit: timeout,
+            }),
             Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
-            Ok(Ok(_)) => Err(CallFailure::Server(
-                "the server answered tools/call with another result type".into(),
+            Ok(Ok(_)) => Err(UpstreamError::protocol(
+                "the server answered tools/call with another result type",
             )),
-            Ok(Err(ServiceError::McpError(e))) => Err(CallFailure::Server(self.shown(&e.message))),
+            Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::remote(self.shown(&e.message))),
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(CallFailure::Server(self.shown(
-                &format!("the request could not be sent: {}", transport_error_text(&error)),
-            ))),
+            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => {
+                Err(UpstreamError::remote(self.shown(&format!(
+                    "the request could not be sent: {}",
+                    remote::transport_error_text(&error)
+                ))))
+            }
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                Err(CallFailure::Closed(
-                    self.diagnostics.explain("the server closed the connection"),
-                ))
+                Err(UpstreamError::closed(self.explain_end()))
             }
-            Ok(Err(other)) => Err(CallFailure::Server(self.shown(&service_error_text(&other)))),
+            Ok(Err(other)) => Err(UpstreamError::remote(self.shown(&service_error_text(&other)))),
         }
+    }
+
+    /// Why the session ended, with what the process did.
+    pub fn explain_end(&self) -> String {
+        self.diagnostics.explain("the server closed the connection")
     }
 
     fn shown(&self, text: &str) -> String {
         shown_error(self.url.as_ref(), text)
     }
 
-    /// List the tools again (after `tools/list_changed`).
-    ///
-    /// # Errors
-    /// The server's error, as text.
-    pub async fn list_tools(&self) -> Result<Vec<Tool>, String> {
-        self.service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| self.shown(&service_error_text(&e)))
-    }
-
-    /// The process group, to end it even while a call still holds the session.
-    #[must_use]
-    pub fn group(&self) -> ProcessGroup {
-        self.group
-    }
-
-    /// Close stdin, then end the whole process group.
-    pub async fn close(mut self) {
-        self.closed.store(true, Ordering::SeqCst);
-        let _ = self.service.close_with_timeout(CLOSE_GRACE).await;
-        self.group.terminate(TERM_GRACE).await;
+    /// End the session: close stdin, then end the whole process group. A call still holding
+    /// the session fails as the processes under it end.
+    pub async fn end(self: Arc<Self>) {
+        self.stop.cancel();
+        let group = self.group;
+        match Arc::into_inner(self) {
+            Some(mut connection) => {
+                connection.closed.store(true, Ordering::SeqCst);
+                let _ = connection.service.close_with_timeout(CLOSE_GRACE).await;
+                group.terminate(TERM_GRACE).await;
+            }
+            None => group.terminate(TERM_GRACE).await,
+        }
     }
 }
 
 impl Drop for Connection {
     fn drop(&mut self) {
-        // A session dropped without `close` (a cancelled task, a runtime shutting down) must
+        self.stop.cancel();
+        // A session dropped without `end` (a cancelled task, a runtime shutting down) must
         // not leave its process tree behind.
         if !self.closed.load(Ordering::SeqCst) {
             self.group.kill_now();
@@ -299,33 +312,78 @@ impl Drop for Connection {
     }
 }
 
+/// List the tools again whenever the server says they changed, coalescing bursts: a storm of
+/// notifications costs one listing per [`RELIST_MIN_INTERVAL`], never a backlog.
+async fn relist_on_change(
+    peer: rmcp::Peer<RoleClient>,
+    relist: Arc<Notify>,
+    stop: CancellationToken,
+    server: String,
+    url: Option<Url>,
+    on_tools: ToolsSink,
+) {
+    loop {
+        tokio::select! {
+            () = relist.notified() => {}
+            () = stop.cancelled() => return,
+        }
+        // Let the rest of a burst arrive; its wake-ups fold into the permit taken above.
+        tokio::time::sleep(RELIST_SETTLE).await;
+        let listed_at = tokio::time::Instant::now();
+        match peer.list_all_tools().await {
+            Ok(tools) => {
+                tracing::info!(%server, tools = tools.len(), "listed tools again after tools/list_changed");
+                on_tools(tools);
+            }
+            Err(error) => {
+                let error = shown_error(url.as_ref(), &service_error_text(&error));
+                tracing::warn!(%server, %error, "cannot list tools after tools/list_changed");
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(listed_at + RELIST_MIN_INTERVAL) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
 /// An error text fit for the model's context: a remote server's URL without its secrets
 /// (rmcp's HTTP errors quote the whole URL), and no header secret either (a server may quote
 /// the key it was sent).
-fn shown_error(url: Option<&Url>, text: &str) -> String {
+pub(super) fn shown_error(url: Option<&Url>, text: &str) -> String {
     match url {
         Some(url) => url_text::scrub_known(&url_text::redact(text, url)).into_owned(),
         None => text.to_owned(),
     }
 }
 
-/// An rmcp error as a person should read it: transport errors with their causes.
-fn service_error_text(error: &ServiceError) -> String {
+/// An rmcp error as a person should read it: transport errors with their causes, and never
+/// the Rust type names rmcp's own texts carry.
+pub(super) fn service_error_text(error: &ServiceError) -> String {
     match error {
-        ServiceError::TransportSend(error) => transport_error_text(error),
+        ServiceError::TransportSend(error) => remote::transport_error_text(error),
+        ServiceError::McpError(error) => error.message.to_string(),
+        ServiceError::TransportClosed => "the server closed the connection".to_owned(),
+        ServiceError::UnexpectedResponse => "the server answered with an unexpected result type".to_owned(),
         other => other.to_string(),
     }
 }
 
-/// A transport error with the causes a person can act on ("connection refused"): rmcp's
-/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
-fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
-    type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
-    match error.error.downcast_ref::<HttpError>() {
-        Some(HttpError::Client(inner)) => url_text::with_causes(inner),
-        // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
-        Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
-        _ => url_text::with_causes(&*error.error),
+/// A failed `initialize` as a person should read it. rmcp's own text for a transport error
+/// leads with the transport's full Rust type name (thousands of characters for ours), and
+/// quotes whole messages with `Debug`.
+fn init_error_text(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", remote::transport_error_text(error))
+        }
+        ClientInitializeError::ConnectionClosed(_) => "the server closed the connection during initialize".to_owned(),
+        ClientInitializeError::ExpectedInitResponse(_) | ClientInitializeError::ExpectedInitResult(_) => {
+            "the server answered initialize with something else than an initialize result".to_owned()
+        }
+        ClientInitializeError::JsonRpcError(error) => format!("initialize failed: {}", error.message),
+        ClientInitializeError::Cancelled => "initialize was cancelled".to_owned(),
+        other => other.to_string(),
     }
 }
 
@@ -389,15 +447,28 @@ impl Drop for CancelOnDrop {
 }
 
 /// A session after its handshake, with the server's tools.
-type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
+pub(super) type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
+
+/// Why opening a session failed: a handshake reason to explain with what the process did,
+/// or an error that needs no explaining.
+pub(super) enum Failure {
+    Handshake(String),
+    Other(UpstreamError),
+}
+
+impl From<UpstreamError> for Failure {
+    fn from(error: UpstreamError) -> Self {
+        Self::Other(error)
+    }
+}
 
 /// The MCP handshake and the first full `tools/list`, within `timeout`.
-async fn handshake<T, E, A>(
+pub(super) async fn handshake<T, E, A>(
     client: UpstreamClient,
     transport: T,
     timeout: Duration,
     shutdown: &CancellationToken,
-) -> Result<Session, String>
+) -> Result<Session, Failure>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
@@ -406,230 +477,18 @@ where
         let service = client
             .serve(transport)
             .await
-            .map_err(|e| format!("handshake failed: {e}"))?;
+            .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
         let tools = service
             .peer()
             .list_all_tools()
             .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        Ok::<_, String>((service, tools))
+            .map_err(|e| Failure::Handshake(format!("tools/list failed: {}", service_error_text(&e))))?;
+        Ok::<_, Failure>((service, tools))
     };
     tokio::select! {
         outcome = tokio::time::timeout(timeout, handshake) => outcome.unwrap_or_else(|_| {
-            Err(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis()))
+            Err(Failure::Handshake(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis())))
         }),
-        () = shutdown.cancelled() => Err("the gateway is shutting down".to_owned()),
+        () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
     }
-}
-
-/// Start a stdio server: its process group and the transport over its pipes.
-fn spawn_stdio(
-    spec: &ServerSpec,
-    base_dir: Option<&Path>,
-    diagnostics: &Diagnostics,
-) -> Result<(ProcessGroup, (StdoutTap<ChildStdout>, ChildStdin)), String> {
-    let program = spec.connection.command.clone().unwrap_or_default();
-    let mut child = build_command(spec, base_dir)?.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
-        _ => format!("cannot start `{program}`: {e}"),
-    })?;
-    let group = ProcessGroup::new(child.id());
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin().take(), child.stdout().take(), child.stderr().take())
-    else {
-        unreachable!("all three standard streams are piped in build_command")
-    };
-    tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
-    let exit_diagnostics = diagnostics.clone();
-    tokio::spawn(async move {
-        // Owning the child here reaps it (no zombies) and records how it ended.
-        let how = match child.wait().await {
-            Ok(status) => format!("exited with {status}"),
-            Err(error) => format!("could not be waited for: {error}"),
-        };
-        exit_diagnostics.set_exit(how);
-    });
-    Ok((group, (StdoutTap::new(stdout, diagnostics.clone()), stdin)))
-}
-
-/// A remote server's URL and headers, `${VAR}` expanded and checked once, and the client to
-/// reach it with; both transports (and the fallback from one to the other) share them.
-struct Remote {
-    server: String,
-    url: Url,
-    headers: HeaderMap,
-    client: reqwest::Client,
-}
-
-impl Remote {
-    fn new(spec: &ServerSpec) -> Result<Self, String> {
-        let url =
-            expand::expand_env(spec.connection.url.as_deref().unwrap_or_default()).map_err(|e| format!("url: {e}"))?;
-        let url = Url::parse(&url).map_err(|e| format!("url: {e}"))?;
-        let headers = http_headers(spec)?;
-        url_text::remember_secrets(
-            &url,
-            headers
-                .iter()
-                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
-        );
-        Ok(Self {
-            server: spec.name.clone(),
-            url,
-            headers,
-            client: http_client()?,
-        })
-    }
-}
-
-/// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
-/// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
-/// clients that talk to older servers).
-async fn open_http(
-    remote: &Remote,
-    client: UpstreamClient,
-    timeout: Duration,
-    shutdown: &CancellationToken,
-) -> Result<Session, String> {
-    let started = Instant::now();
-    let streamable = handshake(client.clone(), streamable_transport(remote, &client), timeout, shutdown).await;
-    let Err(streamable_error) = streamable else {
-        return streamable;
-    };
-    let deadline = started + timeout;
-    if Instant::now() >= deadline || shutdown.is_cancelled() {
-        return Err(streamable_error);
-    }
-    let fallback = open_sse(remote, client, deadline, shutdown).await;
-    fallback.map_err(|sse_error| format!("streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}"))
-}
-
-/// Open the SSE stream and complete the handshake, all before `deadline`; gives up at once
-/// when the gateway shuts down (the pool holds the server's slot while this runs).
-async fn open_sse(
-    remote: &Remote,
-    client: UpstreamClient,
-    deadline: Instant,
-    shutdown: &CancellationToken,
-) -> Result<Session, String> {
-    let budget = deadline.saturating_duration_since(Instant::now());
-    let sse = SseTransport::connect(
-        remote.client.clone(),
-        remote.url.clone(),
-        remote.headers.clone(),
-        remote.server.clone(),
-    );
-    let transport = tokio::select! {
-        connected = tokio::time::timeout_at(deadline.into(), sse) => connected.unwrap_or_else(|_| {
-            Err(format!("the SSE stream did not name its endpoint within {} ms", budget.as_millis()))
-        })?,
-        () = shutdown.cancelled() => return Err("the gateway is shutting down".to_owned()),
-    };
-    handshake(
-        client,
-        transport,
-        deadline.saturating_duration_since(Instant::now()),
-        shutdown,
-    )
-    .await
-}
-
-/// A streamable-HTTP transport to the remote server. `Authorization: Bearer …` goes through
-/// rmcp's own auth header; other headers as given. A renewed session reaches `client`'s
-/// events as a tool change.
-fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableHttpClientTransport<HttpClient> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
-    // rmcp retries a broken event stream with doubling delays and no ceiling: after a long
-    // outage the stream (and the session renewal it starts) would come back hours late.
-    let mut backoff = ExponentialBackoff::default();
-    backoff.max_delay = Some(MAX_STREAM_RETRY_DELAY);
-    config.retry_config = Arc::new(backoff);
-    for (name, value) in &remote.headers {
-        if name == AUTHORIZATION {
-            if let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
-                config.auth_header = Some(token.to_owned());
-                continue;
-            }
-        }
-        config.custom_headers.insert(name.clone(), value.clone());
-    }
-    let http = HttpClient::new(remote.client.clone(), client.server.clone(), client.events.clone());
-    StreamableHttpClientTransport::with_client(http, config)
-}
-
-/// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
-fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, String> {
-    let mut headers = HeaderMap::new();
-    for (name, value) in &spec.connection.headers {
-        let value = expand::expand_env(value).map_err(|e| format!("headers.{name}: {e}"))?;
-        let header = HeaderName::try_from(name.as_str()).map_err(|e| format!("headers.{name}: {e}"))?;
-        // The value may be a secret: say what is wrong without echoing it.
-        let value = HeaderValue::try_from(value).map_err(|_| format!("headers.{name}: not a valid header value"))?;
-        headers.insert(header, value);
-    }
-    Ok(headers)
-}
-
-/// The HTTP client for remote servers. Redirects are followed only within one origin:
-/// reqwest would follow them anywhere, stripping only `Authorization` and cookies, so a
-/// server could send our other headers (API keys) and message bodies to another host.
-pub(super) fn http_client() -> Result<reqwest::Client, String> {
-    install_crypto_provider();
-    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
-        let from = attempt.previous().last().map(Url::origin);
-        if attempt.previous().len() < 10 && from.as_ref() == Some(&attempt.url().origin()) {
-            attempt.follow()
-        } else {
-            attempt.stop()
-        }
-    });
-    reqwest::Client::builder()
-        .redirect(same_origin)
-        .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))
-}
-
-/// rustls needs one process-wide crypto provider; `ring` builds everywhere without cmake.
-fn install_crypto_provider() {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    INSTALLED.call_once(|| {
-        // Another library in the process may have installed one already; that one is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
-fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWrap, String> {
-    let conn = &spec.connection;
-    let expand = |what: &str, text: &str| expand::expand_env(text).map_err(|e| format!("{what}: {e}"));
-    let program = expand("command", conn.command.as_deref().unwrap_or_default())?;
-    // `npx` is `npx.cmd` on Windows, which CreateProcess does not find by itself.
-    #[cfg(windows)]
-    let program = {
-        let server_path = conn.env.iter().find(|(k, _)| k.eq_ignore_ascii_case("PATH"));
-        let server_path = server_path.map(|(k, v)| expand(&format!("env.{k}"), v)).transpose()?;
-        super::launcher::resolve_from_env(&program, server_path.as_deref())
-            .map_or(program, |p| p.to_string_lossy().into_owned())
-    };
-    let mut command = tokio::process::Command::new(program);
-    for (i, arg) in conn.args.iter().enumerate() {
-        command.arg(expand(&format!("args[{i}]"), arg)?);
-    }
-    for (key, value) in &conn.env {
-        command.env(key, expand(&format!("env.{key}"), value)?);
-    }
-    if let Some(cwd) = &conn.cwd {
-        let cwd = Path::new(&expand("cwd", cwd)?).to_path_buf();
-        let cwd = match base_dir {
-            Some(base) if cwd.is_relative() => base.join(cwd),
-            _ => cwd,
-        };
-        command.current_dir(cwd);
-    }
-    command.stdin(std::process::Stdio::piped());
-    command.stdout(std::process::Stdio::piped());
-    command.stderr(std::process::Stdio::piped());
-    let mut wrapped = CommandWrap::from(command);
-    ProcessGroup::configure(&mut wrapped);
-    wrapped.wrap(KillOnDrop);
-    Ok(wrapped)
 }

@@ -32,9 +32,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
 use sse_stream::{Error as SseError, Sse};
-use tokio::sync::mpsc;
-
-use super::connection::UpstreamEvent;
+use tokio::sync::Notify;
 
 /// JSON-RPC codes TypeScript-SDK servers give session trouble: -32000 ("No valid session ID",
 /// "Server not initialized") and -32001 ("Session not found").
@@ -50,7 +48,8 @@ const MIN_REPORT_INTERVAL: Duration = Duration::from_secs(10);
 pub struct HttpClient {
     client: reqwest::Client,
     server: String,
-    events: mpsc::UnboundedSender<UpstreamEvent>,
+    /// Woken to list this server's tools again.
+    relist: Arc<Notify>,
     /// What this server's sessions did (shared by rmcp's clones of this client).
     sessions: Arc<Mutex<Sessions>>,
 }
@@ -69,11 +68,11 @@ struct Sessions {
 type EventStream = BoxStream<'static, Result<Sse, SseError>>;
 
 impl HttpClient {
-    pub fn new(client: reqwest::Client, server: String, events: mpsc::UnboundedSender<UpstreamEvent>) -> Self {
+    pub fn new(client: reqwest::Client, server: String, relist: Arc<Notify>) -> Self {
         Self {
             client,
             server,
-            events,
+            relist,
             sessions: Arc::default(),
         }
     }
@@ -90,9 +89,7 @@ impl HttpClient {
         }
         sessions.reported = Some(Instant::now());
         tracing::info!(server = %self.server, "listing tools again");
-        let _ = self.events.send(UpstreamEvent::ToolsChanged {
-            server: self.server.clone(),
-        });
+        self.relist.notify_one();
     }
 
     /// Track `session`'s event stream: a GET answered 400/404 after it once worked means the
@@ -344,14 +341,25 @@ mod tests {
         }
     }
 
+    /// The relist signal seen as a queue of at most one report.
+    struct Received(Arc<Notify>);
+
+    impl Received {
+        fn try_recv(&mut self) -> Result<(), ()> {
+            use futures::FutureExt;
+            self.0.notified().now_or_never().ok_or(())
+        }
+    }
+
     #[test]
     fn sessions_after_the_first_are_reported_as_tool_changes_at_a_bounded_rate() {
-        let (events, mut received) = mpsc::unbounded_channel();
+        let relist = Arc::new(Notify::new());
         let client = HttpClient::new(
-            super::super::connection::http_client().unwrap(),
+            super::super::remote::http_client().unwrap(),
             "remote".into(),
-            events,
+            relist.clone(),
         );
+        let mut received = Received(relist);
         let initialized: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
             "jsonrpc": "2.0", "method": "notifications/initialized"
         }))
@@ -369,12 +377,7 @@ mod tests {
             .clone()
             .answered(Asked::of(&initialized, true), accepted())
             .unwrap();
-        assert_eq!(
-            received.try_recv().unwrap(),
-            UpstreamEvent::ToolsChanged {
-                server: "remote".into()
-            }
-        );
+        assert!(received.try_recv().is_ok(), "a renewed session is reported");
         // A server losing every session: the next renewal follows the listing just asked
         // for, and is not reported again within the interval.
         client.answered(Asked::of(&initialized, true), accepted()).unwrap();

@@ -1,30 +1,35 @@
 //! Connections to downstream MCP servers.
 //!
-//! Three layers, each owning one concern:
+//! Layers, each owning one concern:
 //! - `process` + `diagnostics` + `launcher`: the OS side — a server runs in its own process
 //!   group so the whole tree (`npx` → `node` → …) can be ended at once; what it printed and
 //!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
-//! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
-//!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,
-//!   `http` the HTTP client under rmcp's streamable-HTTP one (lost sessions as real servers
-//!   report them), `sse` the legacy HTTP+SSE transport it falls back to, `url_text` how
-//!   their URLs and errors are shown;
-//! - `pool`: every configured server, its status, connecting with bounded concurrency,
-//!   backoff after failures, reconnecting a crashed session, closing idle ones, and closing
-//!   everything on shutdown.
+//! - transports: `stdio` spawns a server and watches its pipes, `lines` frames its messages;
+//!   `remote` dials HTTP servers — `http` under rmcp's streamable-HTTP client (lost sessions
+//!   as real servers report them), `sse` the legacy HTTP+SSE transport it falls back to,
+//!   `url_text` how their URLs and errors are shown;
+//! - `connection`: one live rmcp client session — open, call with progress routing, re-list
+//!   on `tools/list_changed`, close;
+//! - `supervisor`: one handle per configured server — its state machine, connect slots,
+//!   restart policy (backoff), idle close, shutdown — and the events the engine applies;
+//! - `error`: why a server failed, typed, every text bounded.
 //!
-//! The engine owns the pool; nothing above the engine touches a connection.
+//! The engine owns the supervisor; nothing above the engine touches a connection.
 
 mod connection;
 mod diagnostics;
+mod error;
 mod http;
 mod launcher;
 mod lines;
-mod pool;
 mod process;
+mod remote;
 mod sse;
+mod stdio;
+mod supervisor;
 mod url_text;
 
-pub use connection::{CallFailure, Connection, ProgressSink, ProgressUpdate, UpstreamEvent};
-pub use pool::{CallGuard, Pool, Server, ServerStatus};
+pub use connection::{ProgressSink, ProgressUpdate};
+pub use error::UpstreamError;
+pub(crate) use supervisor::{CallError, Dial, Events, Handle, ServerState, Supervisor, UpstreamEvent};
 pub use url_text::scrub_known;

@@ -19,6 +19,7 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::error::UpstreamError;
 use super::lines::MAX_LINE_BYTES;
 use super::url_text::{shown, with_causes};
 
@@ -60,7 +61,7 @@ impl SseTransport {
         url: Url,
         headers: HeaderMap,
         server: String,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, UpstreamError> {
         let shown_url = shown(&url);
         let response = client
             .get(url.clone())
@@ -68,15 +69,15 @@ impl SseTransport {
             .header(ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| format!("GET {shown_url}: {}", with_causes(&e.without_url())))?;
+            .map_err(|e| UpstreamError::handshake(format!("GET {shown_url}: {}", with_causes(&e.without_url()))))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!("GET {shown_url} answered {status}"));
+            return Err(UpstreamError::handshake(format!("GET {shown_url} answered {status}")));
         }
         if !is_event_stream(response.headers()) {
-            return Err(format!(
+            return Err(UpstreamError::handshake(format!(
                 "GET {shown_url} did not answer with an event stream (text/event-stream)"
-            ));
+            )));
         }
         // Same-origin redirects may have moved the stream: the endpoint is relative to where
         // it ended up.
@@ -87,17 +88,23 @@ impl SseTransport {
                 Some(Ok(event)) if event.event.as_deref() == Some("endpoint") => {
                     let data = event.data.as_deref().unwrap_or_default();
                     if data.trim().is_empty() {
-                        return Err(format!("GET {shown_url}: the `endpoint` event names no URL"));
+                        return Err(UpstreamError::handshake(format!(
+                            "GET {shown_url}: the `endpoint` event names no URL"
+                        )));
                     }
                     break resolve_endpoint(&url, data)?;
                 }
                 // Comments, keep-alives and anything sent before the endpoint carry nothing for us.
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(format!("GET {shown_url}: the event stream broke: {e}")),
+                Some(Err(e)) => {
+                    return Err(UpstreamError::handshake(format!(
+                        "GET {shown_url}: the event stream broke: {e}"
+                    )))
+                }
                 None => {
-                    return Err(format!(
+                    return Err(UpstreamError::handshake(format!(
                         "GET {shown_url}: the event stream ended before an `endpoint` event"
-                    ));
+                    )));
                 }
             }
         };
@@ -229,16 +236,16 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
 }
 
 /// The `endpoint` event's data, relative to the stream's URL, on the same origin.
-fn resolve_endpoint(stream: &Url, data: &str) -> Result<Url, String> {
+fn resolve_endpoint(stream: &Url, data: &str) -> Result<Url, UpstreamError> {
     let endpoint = stream
         .join(data.trim())
-        .map_err(|e| format!("the SSE `endpoint` event is not a URL ({data:?}): {e}"))?;
+        .map_err(|e| UpstreamError::handshake(format!("the SSE `endpoint` event is not a URL ({data:?}): {e}")))?;
     if endpoint.origin() != stream.origin() {
-        return Err(format!(
+        return Err(UpstreamError::handshake(format!(
             "the SSE `endpoint` event points at another origin ({}) than the stream ({})",
             endpoint.origin().ascii_serialization(),
             stream.origin().ascii_serialization()
-        ));
+        )));
     }
     Ok(endpoint)
 }
@@ -281,7 +288,7 @@ mod tests {
             "https://api.example.com:8443/m",
         ] {
             let error = resolve_endpoint(&stream, other).unwrap_err();
-            assert!(error.contains("another origin"), "{other}: {error}");
+            assert!(error.to_string().contains("another origin"), "{other}: {error}");
         }
     }
 

@@ -1,0 +1,138 @@
+#!/usr/bin/env node
+// Startup with many servers served from snapshots: native binary spawn → `initialize`
+// answered, and → the first `search_tools` answer (which waits for the index), for a few
+// servers and for every server of a catalog (328 servers, 5.6k tools in combined.jsonl).
+//
+//   npm run build            # or: cargo build --release --bin anygpt-discovery --target <triple>
+//   node bench/startup.mjs [--runs 15] [--catalog ../shared/data/catalogs/combined.jsonl]
+//                          [--binary PATH] [--compare PATH]
+//
+// The snapshots are written here in the gateway's own format (`src/catalog/snapshot.rs`: file
+// name and fingerprint from the launch spec and the gateway version), so no server ever starts:
+// each is `sleep 600`, never spawned while its snapshot is fresh. The client speaks raw JSON
+// lines (no SDK) so that only the gateway is timed. Runs alternate between the setups (and
+// the builds, with --compare) so machine noise hits all alike; medians are reported.
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hostTriple } from '../scripts/host.mjs';
+
+const root = join(import.meta.dirname, '..');
+const option = (name, fallback) => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+};
+const RUNS = Number(option('--runs', 15));
+const catalogPath = option('--catalog', join(root, '../shared/data/catalogs/combined.jsonl'));
+const binary = option('--binary', join(root, 'target', hostTriple(), 'release/anygpt-discovery'));
+const compare = option('--compare');
+if (!existsSync(binary)) throw new Error(`${binary} is missing: run \`npm run build\` first`);
+const version = /^version = "([^"]+)"/m.exec(readFileSync(join(root, 'Cargo.toml'), 'utf8'))[1];
+
+// FNV-1a 64 over serde_json's compact text of (name, connection, version), as the gateway does.
+function fingerprint(name, connection) {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(JSON.stringify([name, connection, version]))) {
+    hash = BigInt.asUintN(64, (hash ^ BigInt(byte)) * 0x100000001b3n);
+  }
+  return hash.toString(16).padStart(16, '0');
+}
+
+function byServer() {
+  const servers = new Map();
+  for (const line of readFileSync(catalogPath, 'utf8').split('\n')) {
+    if (!line.trim()) continue;
+    const { server, name, description, inputSchema } = JSON.parse(line);
+    if (!servers.has(server)) servers.set(server, []);
+    servers.get(server).push({ name, description, inputSchema });
+  }
+  return [...servers.values()];
+}
+
+/** A config of `toolLists.length` servers and a cache folder holding a fresh snapshot of each. */
+function setup(toolLists) {
+  const dir = mkdtempSync(join(tmpdir(), 'anygpt-startup-'));
+  const cache = join(dir, 'cache');
+  mkdirSync(join(cache, 'catalog'), { recursive: true });
+  const servers = toolLists.map((tools, i) => {
+    const name = `s${i}`;
+    // Field order and defaults as the gateway serializes a ConnectionSpec.
+    const connection = { type: 'stdio', command: 'sleep', args: ['600'] };
+    const fp = fingerprint(name, connection);
+    const snapshot = { format: 1, gatewayVersion: version, server: name, fingerprint: fp, savedAtMs: Date.now(), tools };
+    writeFileSync(join(cache, 'catalog', `${name}-${fp}.json`), JSON.stringify(snapshot));
+    return { name, connection: { command: 'sleep', args: ['600'] } };
+  });
+  const config = join(dir, 'config.json');
+  writeFileSync(config, JSON.stringify({ discovery: { audit: { enabled: false }, servers } }));
+  const last = toolLists.at(-1).at(-1).name;
+  return { config, cache, query: last, servers: toolLists.length, tools: toolLists.flat().length };
+}
+
+/** One start: ms from spawn to the `initialize` answer and to the first search answer. */
+function start(bin, { config, cache, query }) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(bin, ['--config', config], {
+      env: { ...process.env, ANYGPT_LOG: 'warn', ANYGPT_DISCOVERY_CACHE_DIR: cache, ANYGPT_DISCOVERY_STATE_DIR: cache },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    const send = (message) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
+    const times = {};
+    let buffer = '';
+    child.stdout.on('data', (chunk) => {
+      buffer += chunk;
+      for (let nl; (nl = buffer.indexOf('\n')) >= 0; ) {
+        const message = JSON.parse(buffer.slice(0, nl));
+        buffer = buffer.slice(nl + 1);
+        if (message.id === 1) {
+          times.initialize = performance.now() - t0;
+          send({ method: 'notifications/initialized' });
+          send({ id: 2, method: 'tools/call', params: { name: 'search_tools', arguments: { query } } });
+        } else if (message.id === 2) {
+          times.search = performance.now() - t0;
+          const body = JSON.parse(message.result.content[0].text);
+          if (body.results?.[0]?.tool !== query) reject(new Error(`search missed ${query}: ${message.result.content[0].text.slice(0, 200)}`));
+          child.kill('SIGTERM');
+          resolve(times);
+        }
+      }
+    });
+    child.on('error', reject);
+    send({
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '0' } },
+    });
+  });
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const lists = byServer();
+const setups = [setup(lists.slice(0, 3)), setup(lists)];
+const builds = [['this build', binary], ...(compare ? [['compare', compare]] : [])];
+const results = new Map();
+for (let run = 0; run < RUNS + 1; run++) {
+  for (const [label, bin] of builds) {
+    for (const s of setups) {
+      const times = await start(bin, s);
+      if (run === 0) continue; // warm-up: page cache, first exec
+      const key = `${label}|${s.servers}`;
+      if (!results.has(key)) results.set(key, { initialize: [], search: [] });
+      results.get(key).initialize.push(times.initialize);
+      results.get(key).search.push(times.search);
+    }
+  }
+}
+console.log(`| build | servers (tools) | spawn → initialize ms | spawn → first search ms | initialize → search ms |`);
+console.log(`|---|---|---|---|---|`);
+for (const [label] of builds) {
+  for (const s of setups) {
+    const r = results.get(`${label}|${s.servers}`);
+    const init = median(r.initialize);
+    const search = median(r.search);
+    console.log(`| ${label} | ${s.servers} (${s.tools}) | ${init.toFixed(1)} | ${search.toFixed(1)} | ${(search - init).toFixed(1)} |`);
+  }
+}
+console.log(`\nmedian of ${RUNS} starts each; ${binary}${compare ? ` vs ${compare}` : ''}`);

@@ -1,0 +1,122 @@
+//! What the engine's operations take and return: plain serde types each face renders as it
+//! needs (compact JSON for the model, JS objects for Node).
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::upstream::ProgressSink;
+
+/// One server in `list_mcp_servers`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub tool_count: usize,
+    pub enabled_count: usize,
+    pub status: String,
+    /// Why the status is `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A search request.
+#[derive(Debug, Clone, Default)]
+pub struct SearchRequest {
+    pub query: String,
+    pub server: Option<String>,
+    pub limit: Option<usize>,
+    pub include_disabled: bool,
+}
+
+/// One search hit.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResult {
+    pub server: String,
+    pub tool: String,
+    pub summary: String,
+    /// 0..1, two decimals.
+    pub relevance: f64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Only present (as `false`) for disabled tools when they were asked for.
+    #[serde(skip_serializing_if = "is_true")]
+    pub enabled: bool,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if passes a reference"
+)]
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
+/// Search results, with a word on anything that limits them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResponse {
+    pub results: Vec<SearchResult>,
+    /// Servers still starting, whose tools are not searchable yet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+/// One tool in `list_tools`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSummary {
+    pub name: String,
+    pub summary: String,
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+/// `list_tools` of one server.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerTools {
+    pub server: String,
+    pub tools: Vec<ToolSummary>,
+}
+
+/// Everything about one tool.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDetails {
+    pub server: String,
+    pub tool: String,
+    pub description: String,
+    /// As the server reported it.
+    pub input_schema: Value,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    pub enabled: bool,
+}
+
+/// Per-call options of `execute`.
+#[derive(Clone, Default)]
+pub struct ExecuteOptions {
+    /// Overrides the server's `timeoutMs`.
+    pub timeout_ms: Option<u64>,
+    /// Cancelled when the caller gives up; the downstream call is cancelled too.
+    pub cancel: Option<CancellationToken>,
+    /// Receives the downstream server's progress notifications for this call.
+    pub progress: Option<ProgressSink>,
+}
+
+impl std::fmt::Debug for ExecuteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecuteOptions")
+            .field("timeout_ms", &self.timeout_ms)
+            .field("cancel", &self.cancel)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}

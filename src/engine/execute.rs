@@ -1,0 +1,119 @@
+//! `execute` after parsing, in order: find the server's handle (once), the tool, rules,
+//! schema, call through the handle, cap the result; and the audit record of it.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::cap_result;
+use super::dto::ExecuteOptions;
+use super::state::{Server, State};
+use crate::error::{Error, Result};
+use crate::upstream::{CallError, UpstreamError};
+
+impl State {
+    pub(super) async fn execute(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Value>,
+        options: ExecuteOptions,
+    ) -> Result<CallToolResult> {
+        static NO_ARGUMENTS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| Value::Object(JsonObject::new()));
+        let handle = self.server(server)?;
+        // The tool may wait for its server's first tool list: an abort must not wait with it.
+        let cancel = options.cancel.clone().unwrap_or_default();
+        let entry = or_cancelled(&cancel, self.find_tool(handle, tool))
+            .await
+            .ok_or_else(|| cancelled(server, tool))??;
+        if !entry.enabled {
+            return Err(Error::ToolDisabled {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            });
+        }
+        self.validators.check(&entry, arguments.unwrap_or(&NO_ARGUMENTS))?;
+        let mut result = call(
+            handle,
+            tool,
+            arguments.and_then(Value::as_object).cloned(),
+            options,
+            &cancel,
+        )
+        .await?;
+        if cap_result(&mut result, self.config.discovery.max_result_bytes()) {
+            tracing::warn!(tool = %entry.id(), "result capped at maxResultBytes");
+        }
+        Ok(result)
+    }
+
+    pub(super) fn audit(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<&JsonObject>,
+        outcome: &Result<CallToolResult>,
+        started: Instant,
+    ) {
+        if let Some(audit) = &self.audit {
+            let outcome = match outcome {
+                Ok(result) => Ok(result.is_error == Some(true)),
+                Err(error) => Err(error.code()),
+            };
+            audit.record(server, tool, arguments, outcome, started.elapsed());
+        }
+    }
+}
+
+/// The downstream call through `handle`, its failures as the engine's errors.
+async fn call(
+    handle: &std::sync::Arc<Server>,
+    tool: &str,
+    arguments: Option<JsonObject>,
+    options: ExecuteOptions,
+    cancel: &CancellationToken,
+) -> Result<CallToolResult> {
+    let server = handle.spec.name.as_str();
+    let timeout_ms = options.timeout_ms.unwrap_or_else(|| handle.spec.call_timeout_ms());
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = arguments;
+    let call = handle.call(params, Duration::from_millis(timeout_ms), options.progress);
+    match or_cancelled(cancel, call).await {
+        None => Err(cancelled(server, tool)),
+        Some(Ok(result)) => Ok(result),
+        Some(Err(CallError::Connect(source))) => Err(Error::ServerConnection {
+            server: server.to_owned(),
+            source,
+        }),
+        Some(Err(CallError::Call(UpstreamError::Timeout { .. }))) => Err(Error::ToolExecutionTimeout {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            timeout_ms,
+        }),
+        Some(Err(CallError::Call(source))) => Err(Error::ToolExecution {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// `work`, unless `cancel` fires first. Checked first, so a call cancelled before it starts
+/// is never written downstream.
+async fn or_cancelled<T>(cancel: &CancellationToken, work: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => None,
+        output = work => Some(output),
+    }
+}
+
+fn cancelled(server: &str, tool: &str) -> Error {
+    Error::ToolExecution {
+        server: server.to_owned(),
+        tool: tool.to_owned(),
+        source: UpstreamError::Cancelled,
+    }
+}

@@ -1,0 +1,192 @@
+//! Remote servers: streamable HTTP, falling back to the legacy HTTP+SSE transport, over one
+//! reqwest client per server whose redirects stay on the server's origin.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use reqwest::Url;
+use rmcp::transport::common::client_side_sse::ExponentialBackoff;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::StreamableHttpClientTransport;
+use tokio_util::sync::CancellationToken;
+
+use super::connection::{handshake, Failure, Session, UpstreamClient};
+use super::error::UpstreamError;
+use super::http::HttpClient;
+use super::sse::SseTransport;
+use super::url_text;
+use crate::config::{expand, ServerSpec};
+
+/// Longest wait between two attempts to reopen a remote server's event stream.
+const MAX_STREAM_RETRY_DELAY: Duration = Duration::from_secs(30);
+
+/// A remote server's URL and headers, `${VAR}` expanded and checked once, and the client to
+/// reach it with; both transports (and the fallback from one to the other) share them.
+pub(super) struct Remote {
+    server: String,
+    pub url: Url,
+    headers: HeaderMap,
+    client: reqwest::Client,
+}
+
+impl Remote {
+    pub fn new(spec: &ServerSpec) -> Result<Self, UpstreamError> {
+        let url = expand::expand_env(spec.connection.url.as_deref().unwrap_or_default())
+            .map_err(|e| UpstreamError::spec("url", e))?;
+        let url = Url::parse(&url).map_err(|e| UpstreamError::spec("url", e))?;
+        let headers = http_headers(spec)?;
+        url_text::remember_secrets(
+            &url,
+            headers
+                .iter()
+                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
+        );
+        Ok(Self {
+            server: spec.name.clone(),
+            url,
+            headers,
+            client: http_client()?,
+        })
+    }
+}
+
+/// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
+/// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
+/// clients that talk to older servers).
+pub(super) async fn open_http(
+    remote: &Remote,
+    client: UpstreamClient,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<Session, Failure> {
+    let started = Instant::now();
+    let streamable = handshake(client.clone(), streamable_transport(remote, &client), timeout, shutdown).await;
+    let streamable_error = match streamable {
+        Ok(session) => return Ok(session),
+        Err(Failure::Handshake(reason)) => reason,
+        Err(other) => return Err(other),
+    };
+    let deadline = started + timeout;
+    if Instant::now() >= deadline || shutdown.is_cancelled() {
+        return Err(Failure::Handshake(streamable_error));
+    }
+    match open_sse(remote, client, deadline, shutdown).await {
+        Err(Failure::Handshake(sse_error)) => Err(Failure::Handshake(format!(
+            "streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}"
+        ))),
+        outcome => outcome,
+    }
+}
+
+/// Open the SSE stream and complete the handshake, all before `deadline`; gives up at once
+/// when the gateway shuts down (the pool holds the server's slot while this runs).
+pub(super) async fn open_sse(
+    remote: &Remote,
+    client: UpstreamClient,
+    deadline: Instant,
+    shutdown: &CancellationToken,
+) -> Result<Session, Failure> {
+    let budget = deadline.saturating_duration_since(Instant::now());
+    let sse = SseTransport::connect(
+        remote.client.clone(),
+        remote.url.clone(),
+        remote.headers.clone(),
+        remote.server.clone(),
+    );
+    let transport = tokio::select! {
+        connected = tokio::time::timeout_at(deadline.into(), sse) => match connected {
+            Ok(connected) => connected.map_err(|e| Failure::Handshake(e.to_string()))?,
+            Err(_) => return Err(Failure::Handshake(format!(
+                "the SSE stream did not name its endpoint within {} ms",
+                budget.as_millis()
+            ))),
+        },
+        () = shutdown.cancelled() => return Err(Failure::Other(UpstreamError::ShuttingDown)),
+    };
+    handshake(
+        client,
+        transport,
+        deadline.saturating_duration_since(Instant::now()),
+        shutdown,
+    )
+    .await
+}
+
+/// A streamable-HTTP transport to the remote server. `Authorization: Bearer …` goes through
+/// rmcp's own auth header; other headers as given. A renewed session reaches `client`'s
+/// events as a tool change.
+fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableHttpClientTransport<HttpClient> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(remote.url.as_str());
+    // rmcp retries a broken event stream with doubling delays and no ceiling: after a long
+    // outage the stream (and the session renewal it starts) would come back hours late.
+    let mut backoff = ExponentialBackoff::default();
+    backoff.max_delay = Some(MAX_STREAM_RETRY_DELAY);
+    config.retry_config = Arc::new(backoff);
+    for (name, value) in &remote.headers {
+        if name == AUTHORIZATION {
+            if let Some(token) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
+                config.auth_header = Some(token.to_owned());
+                continue;
+            }
+        }
+        config.custom_headers.insert(name.clone(), value.clone());
+    }
+    let http = HttpClient::new(remote.client.clone(), client.server.clone(), client.relist.clone());
+    StreamableHttpClientTransport::with_client(http, config)
+}
+
+/// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
+fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, UpstreamError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &spec.connection.headers {
+        let field = || format!("headers.{name}");
+        let value = expand::expand_env(value).map_err(|e| UpstreamError::spec(field(), e))?;
+        let header = HeaderName::try_from(name.as_str()).map_err(|e| UpstreamError::spec(field(), e))?;
+        // The value may be a secret: say what is wrong without echoing it.
+        let value =
+            HeaderValue::try_from(value).map_err(|_| UpstreamError::spec(field(), "not a valid header value"))?;
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+/// The HTTP client for remote servers. Redirects are followed only within one origin:
+/// reqwest would follow them anywhere, stripping only `Authorization` and cookies, so a
+/// server could send our other headers (API keys) and message bodies to another host.
+pub(super) fn http_client() -> Result<reqwest::Client, UpstreamError> {
+    install_crypto_provider();
+    let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+        let from = attempt.previous().last().map(Url::origin);
+        if attempt.previous().len() < 10 && from.as_ref() == Some(&attempt.url().origin()) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    });
+    reqwest::Client::builder()
+        .redirect(same_origin)
+        .build()
+        .map_err(|e| UpstreamError::handshake(format!("cannot build an HTTP client: {e}")))
+}
+
+/// rustls needs one process-wide crypto provider; `ring` builds everywhere without cmake.
+fn install_crypto_provider() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        // Another library in the process may have installed one already; that one is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// A transport error with the causes a person can act on ("connection refused"): rmcp's
+/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
+pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
+    type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
+    match error.error.downcast_ref::<HttpError>() {
+        Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
+        Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
+        _ => url_text::with_causes(&*error.error),
+    }
+}

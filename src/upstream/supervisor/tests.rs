@@ -1,0 +1,286 @@
+//! The state machine under paused time, with a scripted connector: no processes, no sleeps.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use super::*;
+
+/// What the next `open` does.
+enum Script {
+    Fail,
+    Ok,
+    Hang,
+}
+
+#[derive(Default)]
+struct Fake {
+    script: Mutex<VecDeque<Script>>,
+    opens: AtomicUsize,
+    /// Sessions die right after their handshake.
+    dead: AtomicBool,
+}
+
+struct FakeSession {
+    closed: AtomicBool,
+    ended: Arc<AtomicUsize>,
+}
+
+impl Session for FakeSession {
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+    fn write_blocked_for(&self) -> Option<Duration> {
+        None
+    }
+    fn explain_end(&self) -> String {
+        "the server closed the connection; the process exited with exit status: 3".into()
+    }
+    async fn call(
+        &self,
+        _params: CallToolRequestParams,
+        _timeout: Duration,
+        _progress: Option<ProgressSink>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        if self.is_closed() {
+            return Err(UpstreamError::closed(self.explain_end()));
+        }
+        Ok(CallToolResult::success(vec![]))
+    }
+    async fn end(self: Arc<Self>) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.ended.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct Scripted(Arc<Fake>, Arc<AtomicUsize>);
+
+impl Connector for Scripted {
+    type Session = FakeSession;
+    async fn open(
+        &self,
+        _spec: &ServerSpec,
+        shutdown: &CancellationToken,
+        _on_tools: ToolsSink,
+    ) -> Result<(FakeSession, Vec<Tool>), UpstreamError> {
+        self.0.opens.fetch_add(1, Ordering::SeqCst);
+        let next = lock(&self.0.script).pop_front().unwrap_or(Script::Ok);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        match next {
+            Script::Fail => Err(UpstreamError::handshake("did not answer initialize")),
+            Script::Ok => Ok((
+                FakeSession {
+                    closed: AtomicBool::new(self.0.dead.load(Ordering::SeqCst)),
+                    ended: self.1.clone(),
+                },
+                vec![],
+            )),
+            Script::Hang => {
+                shutdown.cancelled().await;
+                Err(UpstreamError::ShuttingDown)
+            }
+        }
+    }
+}
+
+fn spec(name: &str, idle_ms: u64) -> ServerSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "connection": { "command": "x" },
+        "idleTimeoutMs": idle_ms,
+    }))
+    .unwrap()
+}
+
+struct Setup {
+    supervisor: Supervisor<Scripted>,
+    fake: Arc<Fake>,
+    ended: Arc<AtomicUsize>,
+}
+
+fn setup(names: &[&str], script: Vec<Script>) -> Setup {
+    let fake = Arc::new(Fake {
+        script: Mutex::new(script.into()),
+        ..Fake::default()
+    });
+    let ended = Arc::new(AtomicUsize::new(0));
+    let specs: Vec<ServerSpec> = names.iter().map(|n| spec(n, 60_000)).collect();
+    let supervisor = Supervisor::new(&specs, Scripted(fake.clone(), ended.clone()), None, Arc::default());
+    Setup {
+        supervisor,
+        fake,
+        ended,
+    }
+}
+
+fn call_params() -> CallToolRequestParams {
+    CallToolRequestParams::new("t")
+}
+
+async fn settle() {
+    // Let spawned tasks run to their next timer (time is paused: no real waiting).
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_first_start_is_retried_in_the_background_with_backoff() {
+    let s = setup(&["a"], vec![Script::Fail, Script::Fail, Script::Ok]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.start();
+    assert!(handle.is_first_start(), "searches may wait for a first start");
+    settle().await;
+    let backoff = matches!(handle.state(), ServerState::Backoff { .. });
+    assert!(backoff, "{:?}", handle.state());
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 1);
+    // Nobody asks; the supervisor tries again after ~1 s (0.8–1.2 s)…
+    let failed_at = Instant::now();
+    while matches!(handle.state(), ServerState::Backoff { .. }) {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let waited = failed_at.elapsed();
+    assert!(
+        waited >= Duration::from_millis(770) && waited <= Duration::from_millis(1200),
+        "{waited:?}"
+    );
+    assert_eq!(handle.state(), ServerState::Connecting, "retrying");
+    assert!(!handle.is_first_start(), "nobody waits for a retry");
+    settle().await;
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
+    // …and again after ~2 s (1.6–2.4 s).
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 3);
+    assert_eq!(handle.state(), ServerState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_during_backoff_fails_at_once_naming_the_wait() {
+    let s = setup(&["a"], vec![Script::Fail]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.start();
+    settle().await;
+    let Err(CallError::Connect(error)) = handle.call(call_params(), Duration::from_secs(1), None).await else {
+        panic!("expected a connect error")
+    };
+    assert!(error.to_string().contains("(next attempt in 1 s)"), "{error}");
+    assert_eq!(
+        s.fake.opens.load(Ordering::SeqCst),
+        1,
+        "no attempt before the backoff ends"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_dies_right_after_starting_backs_off() {
+    let s = setup(&["a"], vec![]);
+    s.fake.dead.store(true, Ordering::SeqCst);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    for _ in 0..40 {
+        let outcome = handle.call(call_params(), Duration::from_secs(1), None).await;
+        assert!(outcome.is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // 4 s of calls every 100 ms: respawned at once only the first time, then after ~1 s, ~2 s.
+    let opens = s.fake.opens.load(Ordering::SeqCst);
+    assert!((3..=5).contains(&opens), "{opens} starts in 4 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_answers_one_call_and_dies_still_backs_off() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    for _ in 0..40 {
+        if handle.call(call_params(), Duration::from_secs(1), None).await.is_ok() {
+            let inner = handle.lock();
+            inner
+                .live
+                .as_ref()
+                .unwrap()
+                .session
+                .closed
+                .store(true, Ordering::SeqCst);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let opens = s.fake.opens.load(Ordering::SeqCst);
+    assert!((3..=5).contains(&opens), "{opens} starts in 4 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lasting_session_that_ends_is_restarted_at_once() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    for _ in 0..3 {
+        handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+        tokio::time::sleep(STABLE_SESSION).await;
+        handle
+            .lock()
+            .live
+            .as_ref()
+            .unwrap()
+            .session
+            .closed
+            .store(true, Ordering::SeqCst);
+    }
+    // Each end found by the next call restarted the server at once; that call went through.
+    handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+    settle().await;
+    assert_eq!(handle.state(), ServerState::Ready);
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unused_session_is_drained_and_closed_after_its_idle_timeout() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+    assert_eq!(handle.state(), ServerState::Ready);
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(handle.state(), ServerState::Ready, "not before the idle timeout");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(handle.state(), ServerState::Idle);
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1);
+    // The next call starts it again.
+    handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn hung_starts_give_their_slot_up_so_a_healthy_server_is_not_kept_waiting() {
+    let names: Vec<String> = (0..9).map(|i| format!("s{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut script: Vec<Script> = (0..8).map(|_| Script::Hang).collect();
+    script.push(Script::Ok);
+    let s = setup(&names, script);
+    for handle in s.supervisor.handles() {
+        handle.start();
+    }
+    let healthy = s.supervisor.get("s8").unwrap().clone();
+    let started = Instant::now();
+    healthy.wait_settled(Duration::from_secs(30)).await;
+    assert_eq!(healthy.state(), ServerState::Ready);
+    assert!(started.elapsed() <= Duration::from_secs(1), "{:?}", started.elapsed());
+    s.supervisor.close().await;
+    assert!(s.supervisor.handles().all(|h| h.state() == ServerState::Idle));
+}
+
+#[test]
+fn backoff_doubles_up_to_a_minute_with_a_fifth_of_jitter() {
+    let waits: Vec<u64> = (1..=9).map(|n| backoff(n, 0.5).as_secs()).collect();
+    assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    assert_eq!(backoff(1, 0.0), Duration::from_millis(800));
+    assert_eq!(backoff(1, 1.0), Duration::from_millis(1200));
+    assert_eq!(backoff(9, 1.0), BACKOFF_MAX);
+}
+
+#[test]
+fn after_loss_restarts_lasting_sessions_at_once_and_backs_off_short_ones() {
+    let mut failures = 0;
+    let short = Duration::from_millis(200);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::ZERO);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(1));
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(2));
+    assert_eq!(after_loss(&mut failures, STABLE_SESSION, 0.5), Duration::ZERO);
+    assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(1));
+}
