@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop};
+use process_wrap::tokio::CommandWrap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use reqwest::Url;
 use rmcp::model::{
@@ -29,10 +29,10 @@ use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
+use super::diagnostics::{Diagnostics, StdoutTap};
 use super::http::HttpClient;
 use super::lines;
-use super::process::ProcessGroup;
+use super::process::{self, ProcessGroup};
 use super::sse::SseTransport;
 use super::url_text;
 use crate::config::{expand, ServerSpec, TransportKind};
@@ -165,13 +165,13 @@ impl Connection {
             TransportKind::Http => {
                 let remote = Remote::new(spec)?;
                 let outcome = open_http(&remote, client, timeout, shutdown).await;
-                (ProcessGroup::new(None), Some(remote.url), outcome)
+                (ProcessGroup::none(), Some(remote.url), outcome)
             }
             TransportKind::Sse => {
                 let remote = Remote::new(spec)?;
                 let deadline = Instant::now() + timeout;
                 let outcome = open_sse(&remote, client, deadline, shutdown).await;
-                (ProcessGroup::new(None), Some(remote.url), outcome)
+                (ProcessGroup::none(), Some(remote.url), outcome)
             }
         };
         match outcome {
@@ -278,12 +278,14 @@ impl Connection {
     /// The process group, to end it even while a call still holds the session.
     #[must_use]
     pub fn group(&self) -> ProcessGroup {
-        self.group
+        self.group.clone()
     }
 
     /// Close stdin, then end the whole process group.
     pub async fn close(mut self) {
         self.closed.store(true, Ordering::SeqCst);
+        // Before EOF: a server that exits on it would orphan the children that left its group.
+        self.group.remember_tree();
         let _ = self.service.close_with_timeout(CLOSE_GRACE).await;
         self.group.terminate(TERM_GRACE).await;
     }
@@ -428,28 +430,9 @@ fn spawn_stdio(
     base_dir: Option<&Path>,
     diagnostics: &Diagnostics,
 ) -> Result<(ProcessGroup, (StdoutTap<ChildStdout>, ChildStdin)), String> {
-    let program = spec.connection.command.clone().unwrap_or_default();
-    let mut child = build_command(spec, base_dir)?.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
-        _ => format!("cannot start `{program}`: {e}"),
-    })?;
-    let group = ProcessGroup::new(child.id());
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin().take(), child.stdout().take(), child.stderr().take())
-    else {
-        unreachable!("all three standard streams are piped in build_command")
-    };
-    tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
-    let exit_diagnostics = diagnostics.clone();
-    tokio::spawn(async move {
-        // Owning the child here reaps it (no zombies) and records how it ended.
-        let how = match child.wait().await {
-            Ok(status) => format!("exited with {status}"),
-            Err(error) => format!("could not be waited for: {error}"),
-        };
-        exit_diagnostics.set_exit(how);
-    });
-    Ok((group, (StdoutTap::new(stdout, diagnostics.clone()), stdin)))
+    let spawned = process::spawn(&mut build_command(spec, base_dir)?, &spec.name, diagnostics)
+        .map_err(|e| e.to_string())?;
+    Ok((spawned.group, (spawned.stdout, spawned.stdin)))
 }
 
 /// A remote server's URL and headers, `${VAR}` expanded and checked once, and the client to
@@ -629,7 +612,6 @@ fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWr
     command.stdout(std::process::Stdio::piped());
     command.stderr(std::process::Stdio::piped());
     let mut wrapped = CommandWrap::from(command);
-    ProcessGroup::configure(&mut wrapped);
-    wrapped.wrap(KillOnDrop);
+    process::configure(&mut wrapped);
     Ok(wrapped)
 }

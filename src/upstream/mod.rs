@@ -1,9 +1,11 @@
 //! Connections to downstream MCP servers.
 //!
 //! Three layers, each owning one concern:
-//! - `process` + `diagnostics` + `launcher`: the OS side — a server runs in its own process
-//!   group so the whole tree (`npx` → `node` → …) can be ended at once; what it printed and
-//!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
+//! - `process` + `process_tree` + `reaper` + `diagnostics` + `launcher`: the OS side — a
+//!   server runs in its own process group (job object on Windows) so the whole tree (`npx` →
+//!   `node` → …, setsid grandchildren found through `/proc`) can be ended at once, even when
+//!   the gateway is SIGKILLed (the `reaper` watchdog); what it printed and how it exited;
+//!   why a spawn failed and which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
 //!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,
 //!   `http` the HTTP client under rmcp's streamable-HTTP one (lost sessions as real servers
@@ -22,6 +24,9 @@ mod launcher;
 mod lines;
 mod pool;
 mod process;
+mod process_tree;
+#[cfg(unix)]
+mod reaper;
 mod sse;
 mod url_text;
 
