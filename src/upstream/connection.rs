@@ -430,8 +430,8 @@ fn spawn_stdio(
     base_dir: Option<&Path>,
     diagnostics: &Diagnostics,
 ) -> Result<(ProcessGroup, (StdoutTap<ChildStdout>, ChildStdin)), String> {
-    let spawned = process::spawn(&mut build_command(spec, base_dir)?, &spec.name, diagnostics)
-        .map_err(|e| e.to_string())?;
+    let spawned =
+        process::spawn(&mut build_command(spec, base_dir)?, &spec.name, diagnostics).map_err(|e| e.to_string())?;
     Ok((spawned.group, (spawned.stdout, spawned.stdin)))
 }
 

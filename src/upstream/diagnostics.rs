@@ -341,7 +341,10 @@ mod tests {
         }
         splitter.feed(b"\nnext\n", |l| lines.push(l));
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0], format!("{}… [line of {} bytes cut]", "x".repeat(16), 20 << 20));
+        assert_eq!(
+            lines[0],
+            format!("{}… [line of {} bytes cut]", "x".repeat(16), 20 << 20)
+        );
         assert_eq!(lines[1], "next");
     }
 

@@ -164,7 +164,8 @@ impl Probe for Disk {
         let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
         let head = head.get(..n)?;
         let line = head.split(|&b| b == b'\n').next()?;
-        line.starts_with(b"#!").then(|| String::from_utf8_lossy(line).into_owned())
+        line.starts_with(b"#!")
+            .then(|| String::from_utf8_lossy(line).into_owned())
     }
 }
 
@@ -214,9 +215,10 @@ impl SpawnError {
                         source: error,
                     }
                 }
-                Some(file) if named.components().count() > 1 || named.is_absolute() => {
-                    Self::FileNotFound { path: file, source: error }
-                }
+                Some(file) if named.components().count() > 1 || named.is_absolute() => Self::FileNotFound {
+                    path: file,
+                    source: error,
+                },
                 _ => Self::CommandNotFound {
                     program: shown,
                     source: error,
@@ -391,7 +393,10 @@ mod tests {
     #[test]
     fn a_cwd_that_is_a_file() {
         let text = classify(os(io::ErrorKind::NotADirectory), "node", Some("/srv/file.txt"));
-        assert!(text.starts_with("working directory `/srv/file.txt` is not a directory"), "{text}");
+        assert!(
+            text.starts_with("working directory `/srv/file.txt` is not a directory"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -402,14 +407,20 @@ mod tests {
             "command `nodez` not found on PATH: install it, or give its full path in `command`"
         );
         let text = classify(os(io::ErrorKind::NotFound), "./server", Some("/srv/app"));
-        assert!(text.starts_with("command `/srv/app/./server` not found: no such file"), "{text}");
+        assert!(
+            text.starts_with("command `/srv/app/./server` not found: no such file"),
+            "{text}"
+        );
     }
 
     #[test]
     fn a_script_whose_interpreter_is_missing() {
         for (program, cwd) in [("./tool.py", Some("/srv/app")), ("tool.py", None)] {
             let text = classify(os(io::ErrorKind::NotFound), program, cwd);
-            assert!(text.contains("the interpreter its `#!` line names is not installed"), "{text}");
+            assert!(
+                text.contains("the interpreter its `#!` line names is not installed"),
+                "{text}"
+            );
         }
     }
 
@@ -441,8 +452,16 @@ mod tests {
         let path = std::env::var_os("PATH");
         let text = SpawnError::classify(error, OsStr::new("sh"), Some(&gone), path.as_deref(), &Disk).to_string();
         assert!(text.contains("does not exist"), "{text}");
-        let error = std::process::Command::new("surely-not-a-command-x").spawn().unwrap_err();
-        let text = SpawnError::classify(error, OsStr::new("surely-not-a-command-x"), None, path.as_deref(), &Disk);
+        let error = std::process::Command::new("surely-not-a-command-x")
+            .spawn()
+            .unwrap_err();
+        let text = SpawnError::classify(
+            error,
+            OsStr::new("surely-not-a-command-x"),
+            None,
+            path.as_deref(),
+            &Disk,
+        );
         assert!(matches!(text, SpawnError::CommandNotFound { .. }), "{text}");
     }
 }

@@ -4,7 +4,7 @@
 //! - `process` + `process_tree` + `reaper` + `diagnostics` + `launcher`: the OS side — a
 //!   server runs in its own process group (job object on Windows) so the whole tree (`npx` →
 //!   `node` → …, setsid grandchildren found through `/proc`) can be ended at once, even when
-//!   the gateway is SIGKILLed (the `reaper` watchdog); what it printed and how it exited;
+//!   the gateway dies of SIGKILL (the `reaper` watchdog); what it printed and how it exited;
 //!   why a spawn failed and which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - `connection`: one live rmcp client session — spawn, handshake, list tools, call, with
 //!   progress routing and `tools/list_changed` events; `lines` is its stdio transport,

@@ -113,7 +113,9 @@ pub fn spawn(command: &mut CommandWrap, server: &str, diagnostics: &Diagnostics)
         remembered: Mutex::default(),
     };
     Ok(Spawned {
-        group: ProcessGroup { tree: Some(Arc::new(tree)) },
+        group: ProcessGroup {
+            tree: Some(Arc::new(tree)),
+        },
         stdin,
         stdout: StdoutTap::new(stdout, diagnostics.clone()),
     })

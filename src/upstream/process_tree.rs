@@ -118,8 +118,10 @@ pub fn signal(member: Member, signal: nix::sys::signal::Signal) -> bool {
 mod tests {
     use super::*;
 
-    fn stat_line(pid: u32, comm: &str, state: char, ppid: u32, pgid: u32, start: u64) -> String {
-        format!("{pid} ({comm}) {state} {ppid} {pgid} {pgid} 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 {start} 1000 10 18446744073709551615")
+    /// A `stat` line of process `pid` (command `comm`, state `state`, parent `parent`,
+    /// group `group`, started at `start`).
+    fn stat_line(pid: u32, comm: &str, state: char, parent: u32, group: u32, start: u64) -> String {
+        format!("{pid} ({comm}) {state} {parent} {group} {group} 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 {start} 1000 10 18446744073709551615")
     }
 
     #[test]
@@ -149,14 +151,14 @@ mod tests {
         };
         let all = [
             p(1, 0, 1),
-            p(10, 1, 10),   // the gateway
-            p(100, 10, 100), // the server (group leader)
+            p(10, 1, 10),     // the gateway
+            p(100, 10, 100),  // the server (group leader)
             p(101, 100, 100), // its child, same group
             p(102, 101, 102), // a grandchild that called setsid
             p(103, 102, 102), // and its own child
-            p(200, 1, 100),  // a member whose parent died (re-parented to init)
+            p(200, 1, 100),   // a member whose parent died (re-parented to init)
             p(201, 200, 201), // its escaped child
-            p(300, 10, 300), // another server
+            p(300, 10, 300),  // another server
             p(301, 300, 300),
         ];
         let mut pids: Vec<u32> = tree(&all, 100).iter().map(|p| p.pid).collect();
