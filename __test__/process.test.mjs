@@ -77,10 +77,8 @@ describe('process trees end with the gateway', () => {
     SIGTERM: [(child) => child.kill('SIGTERM'), [polite, stubborn]],
     SIGINT: [(child) => child.kill('SIGINT'), [polite, stubborn]],
     'stdin EOF': [(child) => child.stdin.end(), [polite, stubborn]],
-    // A killed gateway runs no code; the watchdog ends the trees. Not with `polite`: a
-    // server that exits on EOF orphans its setsid child before the watchdog may stop it
-    // (the known gap documented in src/upstream/reaper.rs).
-    SIGKILL: [(child) => child.kill('SIGKILL'), [stubborn]],
+    // A killed gateway runs no code; the watchdog ends the trees.
+    SIGKILL: [(child) => child.kill('SIGKILL'), [polite, stubborn]],
   };
   for (const [how, [stop, servers]] of Object.entries(stops)) {
     test(`${how}: no process of any server's tree is left`, async () => {

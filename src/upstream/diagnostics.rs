@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
+use tokio::sync::watch;
 
 /// Lines of stderr kept.
 const STDERR_TAIL_LINES: usize = 8;
@@ -32,11 +33,28 @@ struct Inner {
     exit: Option<String>,
 }
 
-/// Shared between the readers and whoever explains a failure.
-#[derive(Debug, Clone, Default)]
-pub struct Diagnostics(Arc<Mutex<Inner>>);
+/// Shared between the readers and whoever explains a failure. The flag turns true at the
+/// server's first line on stdout (it has run its start-up code and speaks).
+#[derive(Debug, Clone)]
+pub struct Diagnostics(Arc<Mutex<Inner>>, Arc<watch::Sender<bool>>);
+
+impl Default for Diagnostics {
+    fn default() -> Self {
+        Self(Arc::default(), Arc::new(watch::channel(false).0))
+    }
+}
 
 impl Diagnostics {
+    /// Turns true once the server wrote its first line on stdout.
+    #[must_use]
+    pub fn answered(&self) -> watch::Receiver<bool> {
+        self.1.subscribe()
+    }
+
+    fn mark_answered(&self) {
+        self.1.send_if_modified(|answered| !std::mem::replace(answered, true));
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         f(&mut self
             .0
@@ -241,6 +259,7 @@ pub struct StdoutTap<R> {
     inner: R,
     line: Vec<u8>,
     diagnostics: Diagnostics,
+    answered: bool,
 }
 
 impl<R> StdoutTap<R> {
@@ -249,12 +268,17 @@ impl<R> StdoutTap<R> {
             inner,
             line: Vec::new(),
             diagnostics,
+            answered: false,
         }
     }
 
     fn inspect(&mut self, bytes: &[u8]) {
         for &byte in bytes {
             if byte == b'\n' {
+                if !self.answered {
+                    self.answered = true;
+                    self.diagnostics.mark_answered();
+                }
                 let first = self.line.iter().find(|b| !b.is_ascii_whitespace());
                 if first.is_some_and(|b| !matches!(b, b'{' | b'[')) {
                     self.diagnostics.push_garbage(clip(&self.line));

@@ -44,9 +44,12 @@ struct Tree {
     leader: u32,
     orders: mpsc::UnboundedSender<Order>,
     exited: watch::Receiver<bool>,
-    /// Escaped descendants seen by `remember_tree` (they may be orphans by the time we end them).
-    remembered: Mutex<HashSet<Member>>,
+    /// Escaped descendants seen so far (they may be orphans by the time we end them).
+    remembered: Remembered,
 }
+
+/// Descendants of a server that left its group, as last seen.
+type Remembered = Arc<Mutex<HashSet<Member>>>;
 
 /// What the task owning the child handle is asked to do.
 #[derive(Debug)]
@@ -105,12 +108,19 @@ pub fn spawn(command: &mut CommandWrap, server: &str, diagnostics: &Diagnostics)
     }
     let (orders, inbox) = mpsc::unbounded_channel();
     let (exit_tx, exited) = watch::channel(false);
-    tokio::spawn(keep(child, inbox, exit_tx, diagnostics.clone(), leader));
+    let remembered = Remembered::default();
+    let kept = Kept {
+        leader,
+        exited: exit_tx,
+        diagnostics: diagnostics.clone(),
+        remembered: remembered.clone(),
+    };
+    tokio::spawn(keep(child, inbox, kept));
     let tree = Tree {
         leader,
         orders,
         exited,
-        remembered: Mutex::default(),
+        remembered,
     };
     Ok(Spawned {
         group: ProcessGroup {
@@ -135,18 +145,38 @@ fn program_text(command: &CommandWrap) -> String {
     command.command().as_std().get_program().to_string_lossy().into_owned()
 }
 
-/// Owns the child handle: reaps the leader and records its exit, signals the group when
-/// asked, and ends the tree once no handle is left.
-async fn keep(
-    mut child: Box<dyn ChildWrapper>,
-    mut inbox: mpsc::UnboundedReceiver<Order>,
+/// What the task owning a child handle shares with the handles.
+struct Kept {
+    leader: u32,
     exited: watch::Sender<bool>,
     diagnostics: Diagnostics,
-    leader: u32,
-) {
+    remembered: Remembered,
+}
+
+/// Owns the child handle: reaps the leader and records its exit, signals the group when
+/// asked, and ends the tree once no handle is left. When the server first speaks (its
+/// start-up code, where helpers get started, has run), the tree is walked once so the
+/// watchdog knows the escaped descendants even if the server exits the instant the gateway dies.
+async fn keep(mut child: Box<dyn ChildWrapper>, mut inbox: mpsc::UnboundedReceiver<Order>, kept: Kept) {
+    let Kept {
+        leader,
+        exited,
+        diagnostics,
+        remembered,
+    } = kept;
+    let mut answered = diagnostics.answered();
+    let mut walked = false;
     let mut running = true;
     loop {
         let order = tokio::select! {
+            spoke = answered.wait_for(|spoke| *spoke), if !walked => {
+                walked = true;
+                if spoke.is_ok() {
+                    drop(spoke);
+                    remember(leader, &remembered);
+                }
+                continue;
+            }
             status = child.wait(), if running => {
                 diagnostics.set_exit(match status {
                     Ok(status) => format!("exited with {status}"),
@@ -175,10 +205,38 @@ async fn keep(
     }
     // No handle is left, so nobody could end this tree later: end it now.
     let _ = child.start_kill();
+    for member in lock(&remembered).iter() {
+        #[cfg(unix)]
+        process_tree::signal(*member, nix::sys::signal::Signal::SIGKILL);
+        forget(member.pid);
+    }
+    forget(leader);
+}
+
+/// Note the escaped descendants of `leader` now, and list the new ones with the watchdog.
+fn remember(leader: u32, remembered: &Remembered) {
+    let members = escaped(leader);
+    let mut known = lock(remembered);
+    for member in members {
+        if known.insert(member) {
+            #[cfg(unix)]
+            super::reaper::watch(member.pid, member.start);
+        }
+    }
+}
+
+/// Take `pid` off the watchdog's list.
+fn forget(pid: u32) {
     #[cfg(unix)]
-    super::reaper::forget(leader);
+    super::reaper::forget(pid);
     #[cfg(not(unix))]
-    let _ = leader;
+    let _ = pid;
+}
+
+fn lock(remembered: &Remembered) -> std::sync::MutexGuard<'_, HashSet<Member>> {
+    remembered
+        .lock()
+        .expect("remembered-tree lock is never poisoned: no panics while held")
 }
 
 /// Whether a signal's outcome says the group no longer exists.
@@ -205,8 +263,7 @@ impl ProcessGroup {
     /// children, and then only this record still knows them.
     pub fn remember_tree(&self) {
         if let Some(tree) = &self.tree {
-            let members = escaped(tree.leader);
-            tree.remembered_lock().extend(members);
+            remember(tree.leader, &tree.remembered);
         }
     }
 
@@ -218,7 +275,7 @@ impl ProcessGroup {
         #[cfg(unix)]
         {
             use nix::sys::signal::Signal;
-            let mut members = tree.remembered_lock().clone();
+            let mut members = lock(&tree.remembered).clone();
             members.extend(escaped(tree.leader));
             let group_alive = !group_gone(tree.signal(Signal::SIGTERM as i32).await);
             members.retain(|m| process_tree::signal(*m, Signal::SIGTERM));
@@ -238,7 +295,12 @@ impl ProcessGroup {
                 }
             }
             if !group_alive {
-                super::reaper::forget(tree.leader);
+                forget(tree.leader);
+            }
+            for member in lock(&tree.remembered).iter() {
+                if !process_tree::is_alive(*member) {
+                    forget(member.pid);
+                }
             }
         }
         #[cfg(not(unix))]
@@ -255,7 +317,7 @@ impl ProcessGroup {
         let _ = tree.orders.send(Order::Kill);
         #[cfg(unix)]
         {
-            let mut members = tree.remembered_lock().clone();
+            let mut members = lock(&tree.remembered).clone();
             members.extend(escaped(tree.leader));
             for member in members {
                 process_tree::signal(member, nix::sys::signal::Signal::SIGKILL);
@@ -271,12 +333,6 @@ impl ProcessGroup {
 }
 
 impl Tree {
-    fn remembered_lock(&self) -> std::sync::MutexGuard<'_, HashSet<Member>> {
-        self.remembered
-            .lock()
-            .expect("remembered-tree lock is never poisoned: no panics while held")
-    }
-
     /// Signal the group through the task that owns the child handle.
     #[cfg(unix)]
     async fn signal(&self, signal: i32) -> io::Result<()> {

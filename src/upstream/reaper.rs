@@ -21,12 +21,13 @@
 //! thread retiring after 10 s idle); and it needs `unsafe` code between fork and exec. The
 //! watchdog costs one idle `sh` per gateway and no unsafe code.
 //!
-//! Known gap: a server that exits as soon as its stdin closes orphans the children that
-//! left its group (setsid) before the watchdog may stop it — it must first let the
-//! gateway's exit re-parent the servers — so such grandchildren of an EOF-obeying server
-//! survive a gateway killed by SIGKILL (the tests saw it in about a third of runs). A clean
-//! shutdown ends them (`ProcessGroup::remember_tree`), and so does SIGKILL when the server
-//! ignores EOF.
+//! A server that exits the instant its stdin closes orphans the children that left its group
+//! (setsid) before the watchdog may stop it — it must first let the gateway's exit
+//! re-parent the servers, or the kernel would hang up the stopped groups. So the gateway
+//! also lists those escaped descendants themselves, found by walking the tree when the
+//! server first speaks on stdout and whenever it is asked to close. Known gap: a setsid
+//! child started later than that, by a server that exits on EOF, survives a gateway killed
+//! by SIGKILL.
 
 use std::collections::HashMap;
 use std::io::Write;
