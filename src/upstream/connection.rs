@@ -158,13 +158,13 @@ impl Connection {
             TransportKind::Http => {
                 let remote = remote::Remote::new(spec)?;
                 let outcome = remote::open_http(&remote, client, timeout, shutdown).await;
-                (ProcessGroup::new(None), Some(remote.url), outcome)
+                (ProcessGroup::none(), Some(remote.url), outcome)
             }
             TransportKind::Sse => {
                 let remote = remote::Remote::new(spec)?;
                 let deadline = Instant::now() + timeout;
                 let outcome = remote::open_sse(&remote, client, deadline, shutdown).await;
-                (ProcessGroup::new(None), Some(remote.url), outcome)
+                (ProcessGroup::none(), Some(remote.url), outcome)
             }
         };
         match outcome {
@@ -289,7 +289,9 @@ impl Connection {
     /// the session fails as the processes under it end.
     pub async fn end(self: Arc<Self>) {
         self.stop.cancel();
-        let group = self.group;
+        let group = self.group.clone();
+        // Before EOF: a server that exits on it would orphan the children that left its group.
+        group.remember_tree();
         match Arc::into_inner(self) {
             Some(mut connection) => {
                 connection.closed.store(true, Ordering::SeqCst);

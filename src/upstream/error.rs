@@ -17,14 +17,10 @@ pub enum UpstreamError {
     /// trying again changes nothing until the config does.
     #[error("{field}: {reason}")]
     Spec { field: String, reason: String },
-    /// The process could not be started.
-    #[error("{cause}")]
-    Spawn {
-        program: String,
-        cause: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The process could not be started; the cause names what to fix (a missing `cwd` is not
+    /// a missing command).
+    #[error(transparent)]
+    Spawn(#[from] super::launcher::SpawnError),
     /// The server did not complete `initialize` and `tools/list`; the text says what it did.
     #[error("{reason}")]
     Handshake { reason: String },

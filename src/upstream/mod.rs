@@ -1,9 +1,11 @@
 //! Connections to downstream MCP servers.
 //!
 //! Layers, each owning one concern:
-//! - `process` + `diagnostics` + `launcher`: the OS side — a server runs in its own process
-//!   group so the whole tree (`npx` → `node` → …) can be ended at once; what it printed and
-//!   how it exited; which file a bare command names on Windows (`npx` → `npx.cmd`);
+//! - `process` + `process_tree` + `reaper` + `diagnostics` + `launcher`: the OS side — a
+//!   server runs in its own process group (job object on Windows) so the whole tree (`npx` →
+//!   `node` → …, setsid grandchildren found through `/proc`) can be ended at once, even when
+//!   the gateway dies of SIGKILL (the `reaper` watchdog); what it printed and how it exited;
+//!   why a spawn failed and which file a bare command names on Windows (`npx` → `npx.cmd`);
 //! - transports: `stdio` spawns a server and watches its pipes, `lines` frames its messages;
 //!   `remote` dials HTTP servers — `http` under rmcp's streamable-HTTP client (lost sessions
 //!   as real servers report them), `sse` the legacy HTTP+SSE transport it falls back to,
@@ -23,6 +25,9 @@ mod http;
 mod launcher;
 mod lines;
 mod process;
+mod process_tree;
+#[cfg(unix)]
+mod reaper;
 mod remote;
 mod sse;
 mod stdio;

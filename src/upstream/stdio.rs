@@ -8,13 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use process_wrap::tokio::{CommandWrap, KillOnDrop};
+use process_wrap::tokio::CommandWrap;
 use tokio::io::AsyncWrite;
 use tokio::process::{ChildStdin, ChildStdout};
 
-use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
+use super::diagnostics::{Diagnostics, StdoutTap};
 use super::error::UpstreamError;
-use super::process::ProcessGroup;
+use super::process::{self, ProcessGroup};
 use crate::config::{expand, ServerSpec};
 
 /// A started server: its process group, what it says, and its pipes.
@@ -31,53 +31,19 @@ pub(super) fn spawn(
     base_dir: Option<&Path>,
     diagnostics: &Diagnostics,
 ) -> Result<Spawned, UpstreamError> {
-    let (mut command, program, cwd) = build_command(spec, base_dir)?;
-    let mut child = command.spawn().map_err(|source| UpstreamError::Spawn {
-        cause: spawn_cause(&source, &program, cwd.as_deref()),
-        program,
-        source,
-    })?;
-    let group = ProcessGroup::new(child.id());
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin().take(), child.stdout().take(), child.stderr().take())
-    else {
-        unreachable!("all three standard streams are piped in build_command")
-    };
-    tokio::spawn(read_stderr(spec.name.clone(), stderr, diagnostics.clone()));
-    let exit_diagnostics = diagnostics.clone();
-    tokio::spawn(async move {
-        // Owning the child here reaps it (no zombies) and records how it ended.
-        let how = match child.wait().await {
-            Ok(status) => format!("exited with {status}"),
-            Err(error) => format!("could not be waited for: {error}"),
-        };
-        exit_diagnostics.set_exit(how);
-    });
+    let mut command = build_command(spec, base_dir)?;
+    let spawned = process::spawn(&mut command, &spec.name, diagnostics)?;
     let blocked = BlockedSince::default();
     Ok(Spawned {
-        group,
-        stdout: StdoutTap::new(stdout, diagnostics.clone()),
-        stdin: WriteWatch::new(stdin, blocked.clone()),
+        group: spawned.group,
+        stdout: spawned.stdout,
+        stdin: WriteWatch::new(spawned.stdin, blocked.clone()),
         blocked,
     })
 }
 
-/// What went wrong starting `program`, as a person can act on it.
-///
-/// Hook for the process side (`process`/`launcher`), which is to provide the full cause (a
-/// missing `cwd` is not a missing command); until then, the texts the gateway always gave.
-fn spawn_cause(error: &std::io::Error, program: &str, _cwd: Option<&Path>) -> String {
-    match error.kind() {
-        std::io::ErrorKind::NotFound => format!("command `{program}` not found"),
-        _ => format!("cannot start `{program}`: {error}"),
-    }
-}
-
-/// The command for `spec` with `${VAR}`s expanded, the program as written, and the `cwd`.
-fn build_command(
-    spec: &ServerSpec,
-    base_dir: Option<&Path>,
-) -> Result<(CommandWrap, String, Option<std::path::PathBuf>), UpstreamError> {
+/// The command for `spec` with `${VAR}`s expanded and its `cwd` resolved.
+fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWrap, UpstreamError> {
     let conn = &spec.connection;
     let expand = |what: &str, text: &str| expand::expand_env(text).map_err(|e| UpstreamError::spec(what, e));
     let program = expand("command", conn.command.as_deref().unwrap_or_default())?;
@@ -96,25 +62,20 @@ fn build_command(
     for (key, value) in &conn.env {
         command.env(key, expand(&format!("env.{key}"), value)?);
     }
-    let cwd = match &conn.cwd {
-        Some(cwd) => {
-            let cwd = Path::new(&expand("cwd", cwd)?).to_path_buf();
-            let cwd = match base_dir {
-                Some(base) if cwd.is_relative() => base.join(cwd),
-                _ => cwd,
-            };
-            command.current_dir(&cwd);
-            Some(cwd)
-        }
-        None => None,
-    };
+    if let Some(cwd) = &conn.cwd {
+        let cwd = Path::new(&expand("cwd", cwd)?).to_path_buf();
+        let cwd = match base_dir {
+            Some(base) if cwd.is_relative() => base.join(cwd),
+            _ => cwd,
+        };
+        command.current_dir(&cwd);
+    }
     command.stdin(std::process::Stdio::piped());
     command.stdout(std::process::Stdio::piped());
     command.stderr(std::process::Stdio::piped());
     let mut wrapped = CommandWrap::from(command);
-    ProcessGroup::configure(&mut wrapped);
-    wrapped.wrap(KillOnDrop);
-    Ok((wrapped, program, cwd))
+    process::configure(&mut wrapped);
+    Ok(wrapped)
 }
 
 /// Since when a write to a server has been waiting for the server to read (none: not blocked).
