@@ -10,7 +10,10 @@
 // package.json as discovery.<platform>.node (what binding.js loads in a clone), and
 // binding.d.ts is rendered from napi-derive's type-def output (scripts/dts.mjs).
 // --zig builds through cargo-zigbuild (linux gnu against glibc 2.17: see scripts/release.mjs).
-import { execFileSync } from 'node:child_process';
+// A Linux --release build uses it whenever cargo-zigbuild is on PATH, so `npm run build` and
+// `npm run pack:release` make the same artifacts and never recompile the release tree for
+// each other.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, renameSync, utimesSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,10 +61,13 @@ function option(name) {
   return i === -1 ? undefined : process.argv[i + 1];
 }
 
+export function hasZigbuild() {
+  return spawnSync('cargo-zigbuild', ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
-  build({
-    release: process.argv.includes('--release'),
-    target: option('--target') || process.env.CARGO_BUILD_TARGET || hostTriple(),
-    zig: process.argv.includes('--zig'),
-  });
+  const release = process.argv.includes('--release');
+  const target = option('--target') || process.env.CARGO_BUILD_TARGET || hostTriple();
+  const zig = process.argv.includes('--zig') || (release && target.includes('-linux-') && hasZigbuild());
+  build({ release, target, zig });
 }
