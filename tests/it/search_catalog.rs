@@ -19,8 +19,7 @@ fn fixture() -> PathBuf {
 /// 1,190 tools of 60 servers from docker/mcp-registry (MIT; see tests/fixtures/README.md):
 /// a public catalog where bare names collide across servers.
 fn registry() -> Catalog {
-    file::load(&repo().join("tests/fixtures/registry-catalog.jsonl"))
-        .expect("registry-catalog.jsonl loads")
+    file::load(&repo().join("tests/fixtures/registry-catalog.jsonl")).expect("registry-catalog.jsonl loads")
 }
 
 fn query(text: &str) -> Query<'_> {
