@@ -51,7 +51,7 @@ function installedStd() {
 /** Why this machine cannot build `triple`, or undefined when it can. */
 function cannotBuild(triple, std, host, zig) {
   if (!std.has(triple)) {
-    return `no Rust std for ${triple} here (\`rustup target add ${triple}\` cannot download on this machine)`;
+    return `no Rust std for ${triple} installed (\`rustup target add ${triple}\` adds it)`;
   }
   if (triple === host) return undefined;
   if (triple.includes('-linux-')) return zig ? undefined : 'cargo-zigbuild is not on PATH (pip install ziglang cargo-zigbuild)';
@@ -135,7 +135,8 @@ function main() {
   mkdirSync(assets, { recursive: true });
   for (const platform of buildable) {
     const zigbuild = platform.os === 'linux' && zig;
-    log(`build ${platform.key} (${platform.triple}${zigbuild ? `, cargo-zigbuild, glibc ${GLIBC_FLOOR}` : ''})`);
+    const how = !zigbuild ? '' : platform.libc === 'glibc' ? `, cargo-zigbuild, glibc ${GLIBC_FLOOR}` : ', cargo-zigbuild';
+    log(`build ${platform.key} (${platform.triple}${how})`);
     const { addon, binary } = args.skipBuild
       ? {
           addon: join(root, 'target', platform.triple, 'release', cdylibName(platform.triple)),

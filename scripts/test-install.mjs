@@ -12,6 +12,9 @@
 //    reference servers (launched from this repository's node_modules by absolute path).
 // 4. `npx … --help`, and the wrong-platform error: installed with --omit=optional, the bin
 //    names the missing platform package and the fixes.
+// 5. When linux-x64-musl was built: its addon links musl libc dynamically, and the musl native
+//    binary serves the same session under the musl loader (Debian package `musl`). The musl
+//    addon itself is not loaded: that needs a musl Node, which npm does not offer.
 //
 // Exits non-zero on the first failed check. Takes a few minutes (mostly the release build).
 import assert from 'node:assert/strict';
@@ -175,6 +178,53 @@ async function callJson(client, name, args) {
   return JSON.parse(result.content[0].text);
 }
 
+/** search → details → execute (and a filesystem call) through a started gateway. */
+async function exercise(client) {
+  const tools = (await client.listTools()).tools.map((t) => t.name).sort();
+  assert.deepEqual(tools, ['execute_tool', 'get_tool_details', 'list_mcp_servers', 'list_tools', 'search_tools']);
+  const search = await callJson(client, 'search_tools', { query: 'echo a message back' });
+  const hit = search.results.find((r) => r.server === 'everything' && r.tool === 'echo');
+  assert.ok(hit, `search did not find everything:echo: ${JSON.stringify(search)}`);
+  log(`search_tools → ${search.results.slice(0, 3).map((r) => `${r.server}:${r.tool}`).join(', ')}`);
+  const details = await callJson(client, 'get_tool_details', { server: 'everything', tool: 'echo' });
+  assert.ok(details.inputSchema?.properties?.message, JSON.stringify(details));
+  log(`get_tool_details → properties ${Object.keys(details.inputSchema.properties).join(', ')}`);
+  const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'echo', arguments: { message: 'round trip' } } });
+  assert.ok(!result.isError, JSON.stringify(result));
+  assert.match(result.content[0].text, /round trip/);
+  log(`execute_tool → ${result.content[0].text}`);
+  const files = await client.callTool({ name: 'execute_tool', arguments: { server: 'filesystem', tool: 'list_allowed_directories', arguments: {} } });
+  assert.ok(!files.isError && files.content[0].text.includes('examples'), JSON.stringify(files));
+}
+
+/**
+ * The musl native binary (from pack:release, target/release-assets/) run by the musl dynamic
+ * loader of Debian's `musl` package, serving the same session over stdio.
+ */
+async function muslSession(work, config) {
+  step('musl: the native musl binary serves the session');
+  const binary = join(root, 'target', 'release-assets', 'anygpt-discovery-linux-x64-musl');
+  const loader = '/lib/ld-musl-x86_64.so.1';
+  if (!existsSync(binary)) return log(`skipped: ${binary} was not built (no Rust std for x86_64-unknown-linux-musl)`);
+  // A static(-pie) musl binary carries musl inside and runs as is; a dynamic one needs the loader.
+  const headers = execFileSync('readelf', ['-l', binary], { encoding: 'utf8' });
+  const interp = /Requesting program interpreter: ([^\]]+)\]/.exec(headers)?.[1];
+  if (interp) {
+    assert.equal(interp, loader);
+    if (!existsSync(loader)) return log(`skipped: no ${loader} (install the Debian/Ubuntu package \`musl\`)`);
+  }
+  assert.doesNotMatch(execFileSync('objdump', ['-T', binary], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
+  log(interp ? `${binary}: dynamic, interpreter ${interp}` : `${binary}: static-pie, musl libc linked in (no loader needed, no glibc symbol)`);
+  const transport = new StdioClientTransport({ command: binary, args: ['--config', config], env: { PATH: process.env.PATH, ANYGPT_DISCOVERY_CACHE_DIR: join(work, 'musl-cache'), ANYGPT_DISCOVERY_STATE_DIR: join(work, 'musl-state') }, stderr: 'pipe' });
+  const client = new Client({ name: 'test-install-musl', version: '0.0.0' });
+  await client.connect(transport);
+  try {
+    await exercise(client);
+  } finally {
+    await client.close();
+  }
+}
+
 function packs(work) {
   const given = option('--packs');
   if (given) return resolve(given);
@@ -222,8 +272,18 @@ async function main() {
   const gnu = extract(join(dir, gnuTgz), join(work, 'x-gnu'));
   const newest = assertGlibcFloor(join(gnu, 'discovery.linux-x64-gnu.node'));
   log(`linux-x64-gnu addon: newest glibc symbol version ${newest} (floor ${GLIBC_FLOOR}): ok`);
-  if (!files.some((f) => f.startsWith('anygpt-discovery-linux-x64-musl-'))) {
-    log('linux-x64-musl: not built on this machine (no Rust std for x86_64-unknown-linux-musl); hosted CI builds it, so it is neither published nor run under a musl loader here');
+  const muslTgz = files.find((f) => f.startsWith('anygpt-discovery-linux-x64-musl-'));
+  if (muslTgz) {
+    const musl = extract(join(dir, muslTgz), join(work, 'x-musl'));
+    const addon = join(musl, 'discovery.linux-x64-musl.node');
+    const dynamic = execFileSync('readelf', ['-d', addon], { encoding: 'utf8' });
+    // musl's loader resolves a NEEDED `libc.so` to itself; glibc-versioned symbols would mean
+    // a glibc build slipped into the musl package.
+    assert.match(dynamic, /NEEDED.*\[libc\.(so|musl-x86_64\.so\.1)\]/, `the musl addon must link libc dynamically, as a musl Node does:\n${dynamic}`);
+    assert.doesNotMatch(execFileSync('objdump', ['-T', addon], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
+    log('linux-x64-musl addon: links musl libc dynamically, no glibc symbol versions (loading it needs a musl Node, which npm does not offer: not run here)');
+  } else {
+    log('linux-x64-musl: not in the packs (no Rust std for x86_64-unknown-linux-musl when they were built); hosted CI builds it');
   }
 
   step('local registry');
@@ -249,21 +309,7 @@ async function main() {
     const session = await npxSession({ url: registry.url, cwd: runDir, env, config });
     try {
       log(`initialize answered after ${Math.round(session.initializeMs)} ms (cold: install included)`);
-      const tools = (await session.client.listTools()).tools.map((t) => t.name).sort();
-      assert.deepEqual(tools, ['execute_tool', 'get_tool_details', 'list_mcp_servers', 'list_tools', 'search_tools']);
-      const search = await callJson(session.client, 'search_tools', { query: 'echo a message back' });
-      const hit = search.results.find((r) => r.server === 'everything' && r.tool === 'echo');
-      assert.ok(hit, `search did not find everything:echo: ${JSON.stringify(search)}`);
-      log(`search_tools → ${search.results.slice(0, 3).map((r) => `${r.server}:${r.tool}`).join(', ')}`);
-      const details = await callJson(session.client, 'get_tool_details', { server: 'everything', tool: 'echo' });
-      assert.ok(details.inputSchema?.properties?.message, JSON.stringify(details));
-      log(`get_tool_details → properties ${Object.keys(details.inputSchema.properties).join(', ')}`);
-      const result = await session.client.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'echo', arguments: { message: 'installed via npx' } } });
-      assert.ok(!result.isError, JSON.stringify(result));
-      assert.match(result.content[0].text, /installed via npx/);
-      log(`execute_tool → ${result.content[0].text}`);
-      const files = await session.client.callTool({ name: 'execute_tool', arguments: { server: 'filesystem', tool: 'list_allowed_directories', arguments: {} } });
-      assert.ok(!files.isError && files.content[0].text.includes('examples'), JSON.stringify(files));
+      await exercise(session.client);
       const installed = readdirSync(join(env.npm_config_cache, '_npx')).flatMap((h) => {
         const scope = join(env.npm_config_cache, '_npx', h, 'node_modules', '@anygpt');
         return existsSync(scope) ? readdirSync(scope) : [];
@@ -273,6 +319,8 @@ async function main() {
     } finally {
       await session.client.close();
     }
+
+    await muslSession(work, config);
 
     step('wrong platform: installed without optional dependencies');
     const bareDir = join(work, 'bare');
