@@ -1,5 +1,6 @@
-// The newest glibc symbol version a Linux ELF file needs, read with `objdump -T` (binutils):
-// a linux-gnu build must load on glibc 2.17, so no symbol may need GLIBC_2.18 or later.
+// The newest glibc symbol version a Linux ELF file needs, read with `readelf --dyn-syms`
+// (binutils; reads any architecture's ELF, arm64 included): a linux-gnu build must load on
+// glibc 2.17, so no symbol may need GLIBC_2.18 or later.
 import { execFileSync } from 'node:child_process';
 
 export const GLIBC_FLOOR = '2.17';
@@ -15,13 +16,14 @@ function compare(a, b) {
 
 /** `{ newest, tooNew: [{ symbol, version }] }` for one file. */
 export function glibcVersions(file, floor = GLIBC_FLOOR) {
-  const dump = execFileSync('objdump', ['-T', file], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const dump = execFileSync('readelf', ['--dyn-syms', '--wide', file], { encoding: 'utf8', maxBuffer: 64 << 20 });
   let newest = '0';
   const tooNew = [];
   for (const line of dump.split('\n')) {
-    const match = /\bGLIBC_(\d+(?:\.\d+)+)\)?\s+(\S+)\s*$/.exec(line);
+    // `   5: 0000000000000000     0 FUNC    GLOBAL DEFAULT  UND memcpy@GLIBC_2.14 (3)`
+    const match = /\s(\S+?)@{1,2}GLIBC_(\d+(?:\.\d+)+)/.exec(line);
     if (!match) continue;
-    const [, version, symbol] = match;
+    const [, symbol, version] = match;
     if (compare(version, newest) > 0) newest = version;
     if (compare(version, floor) > 0) tooNew.push({ symbol, version });
   }

@@ -8,7 +8,7 @@
 // the main package and each built platform package into <dir> — nothing else goes there.
 // The native binaries go to target/release-assets/ (uploaded to the GitHub release by CI).
 //
-// Linux targets build with cargo-zigbuild (gnu against glibc 2.17, checked with objdump; musl
+// Linux targets build with cargo-zigbuild (gnu against glibc 2.17, checked with readelf; musl
 // with zig's musl linker); the others with plain cargo. CI packs each platform on its own
 // runner (--no-main) and the main package once (--main-only). A target is buildable here when its Rust std is installed
 // (and, for Linux targets other than the host, cargo-zigbuild is on PATH); the others are

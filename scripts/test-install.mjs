@@ -213,7 +213,7 @@ async function muslSession(work, config) {
     assert.equal(interp, loader);
     if (!existsSync(loader)) return log(`skipped: no ${loader} (install the Debian/Ubuntu package \`musl\`)`);
   }
-  assert.doesNotMatch(execFileSync('objdump', ['-T', binary], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
+  assert.doesNotMatch(execFileSync('readelf', ['--dyn-syms', '--wide', binary], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
   log(interp ? `${binary}: dynamic, interpreter ${interp}` : `${binary}: static-pie, musl libc linked in (no loader needed, no glibc symbol)`);
   const transport = new StdioClientTransport({ command: binary, args: ['--config', config], env: { PATH: process.env.PATH, ANYGPT_DISCOVERY_CACHE_DIR: join(work, 'musl-cache'), ANYGPT_DISCOVERY_STATE_DIR: join(work, 'musl-state') }, stderr: 'pipe' });
   const client = new Client({ name: 'test-install-musl', version: '0.0.0' });
@@ -280,7 +280,7 @@ async function main() {
     // musl's loader resolves a NEEDED `libc.so` to itself; glibc-versioned symbols would mean
     // a glibc build slipped into the musl package.
     assert.match(dynamic, /NEEDED.*\[libc\.(so|musl-x86_64\.so\.1)\]/, `the musl addon must link libc dynamically, as a musl Node does:\n${dynamic}`);
-    assert.doesNotMatch(execFileSync('objdump', ['-T', addon], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
+    assert.doesNotMatch(execFileSync('readelf', ['--dyn-syms', '--wide', addon], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
     log('linux-x64-musl addon: links musl libc dynamically, no glibc symbol versions (loading it needs a musl Node, which npm does not offer: not run here)');
   } else {
     log('linux-x64-musl: not in the packs (no Rust std for x86_64-unknown-linux-musl when they were built); hosted CI builds it');
