@@ -25,6 +25,8 @@ import { cdylibName, exeName, PACKAGE, PLATFORMS, platformOfTriple } from './pla
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const log = (line) => process.stderr.write(`${line}\n`);
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+// Node refuses to spawn .cmd files without a shell.
+const npmOptions = process.platform === 'win32' ? { shell: true } : {};
 
 function parseArgs(argv) {
   const args = { targets: [], skipBuild: false, main: true, platforms: true };
@@ -55,7 +57,10 @@ function cannotBuild(triple, std, host, zig) {
   }
   if (triple === host) return undefined;
   if (triple.includes('-linux-')) return zig ? undefined : 'cargo-zigbuild is not on PATH (pip install ziglang cargo-zigbuild)';
-  return `${triple} needs its own OS runner (macOS/Windows SDK)`;
+  // macOS and Windows toolchains cross-compile to the other arch of their own OS.
+  const os = (t) => (t.includes('-apple-') ? 'apple' : t.includes('-windows-') ? 'windows' : 'other');
+  if (os(triple) !== 'other' && os(triple) === os(host)) return undefined;
+  return `${triple} needs a ${os(triple) === 'apple' ? 'macOS' : 'Windows'} runner`;
 }
 
 function pkgJson(file) {
@@ -68,7 +73,7 @@ function writeJson(file, value) {
 
 /** npm pack `dir` into `out`; returns the tarball's file name. */
 function pack(dir, out) {
-  const json = execFileSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', out], { cwd: dir, encoding: 'utf8' });
+  const json = execFileSync(npm, ['pack', '--json', '--ignore-scripts', '--pack-destination', out], { cwd: dir, encoding: 'utf8', ...npmOptions });
   const [info] = JSON.parse(json);
   log(`  packed ${info.filename}: ${info.files.length} files, ${info.size} bytes, unpacked ${info.unpackedSize}`);
   return info.filename;
@@ -96,7 +101,7 @@ function assembleMain(version, staging) {
   mkdirSync(dir, { recursive: true });
   // The files npm would publish from the repository, then the package.json with the version
   // and the optional dependencies on every platform package.
-  const listing = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8' }));
+  const listing = JSON.parse(execFileSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', ...npmOptions }));
   for (const { path } of listing[0].files) {
     mkdirSync(dirname(join(dir, path)), { recursive: true });
     copyFileSync(join(root, path), join(dir, path));
