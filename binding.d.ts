@@ -75,14 +75,6 @@ export type ErrorCode =
   | 'TOOL_EXECUTION_TIMEOUT'
 
 /**
- * Which binding artifact the generated loader actually loaded: `'native'` for
- * a native addon, otherwise the `platformArchABI` of the WASI flavor. Every
- * flavor napi-rs can build is listed, because `NAPI_RS_NATIVE_LIBRARY_PATH`
- * can point the loader at a WASI artifact this package does not build itself.
- */
-export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
-
-/**
  * The discovery engine: the same engine the MCP gateway serves, for TypeScript code.
  *
  * Servers connect in the background on the first call; `close()` ends every server process.

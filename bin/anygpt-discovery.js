@@ -4,8 +4,19 @@
 // This file must never touch process.stdin or process.stdout: Node reading fd 0 would take
 // messages away from the server. It only evaluates TS/JS configs and relays signals.
 
-const { runCli, requestShutdown } = require('../index.js')
 const { configArg, isJsConfig, loadJsConfig } = require('../lib/load-config.js')
+
+// Without a native binary for this platform nothing can run, `--help` included: say which
+// binary is missing and how to get it, without a stack trace.
+let addon
+try {
+  addon = require('../index.js')
+} catch (error) {
+  if (!error || error.code !== 'ANYGPT_DISCOVERY_NO_BINARY') throw error
+  process.stderr.write(`error: ${error.message}\n`)
+  process.exit(1)
+}
+const { runCli, requestShutdown } = addon
 
 async function main() {
   const file = configArg(process.argv.slice(2)) ?? process.env.ANYGPT_DISCOVERY_CONFIG

@@ -5,7 +5,7 @@
 // query through Engine::search (the code path of `search_tools`, server filter off), writes
 // one `{"id","results":["server:tool",…]}` line per query and prints Recall@1/5/10 and the
 // p50/p99 latency. Uses the newest of the release and debug binaries for the host triple
-// (release for latency figures: `cargo build --release --bin anygpt-discovery --target <triple>`),
+// (release for latency figures: `npm run build`),
 // building the debug one if neither exists.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';

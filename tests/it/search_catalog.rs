@@ -16,15 +16,12 @@ fn fixture() -> PathBuf {
     repo().join("tests/fixtures/catalog.jsonl")
 }
 
-/// `../shared/data/catalogs/combined.jsonl`, which CI checks out beside the repository.
-fn combined() -> IndexedCatalog {
-    let path = repo().join("../shared/data/catalogs/combined.jsonl");
-    assert!(
-        path.is_file(),
-        "{} is missing: the search tests need the public catalogs in ../shared/data (see its README)",
-        path.display()
-    );
-    file::load(&path).expect("combined.jsonl loads").into()
+/// 1,190 tools of 60 servers from docker/mcp-registry (MIT; see tests/fixtures/README.md):
+/// a public catalog where bare names collide across servers.
+fn registry() -> IndexedCatalog {
+    file::load(&repo().join("tests/fixtures/registry-catalog.jsonl"))
+        .expect("registry-catalog.jsonl loads")
+        .into()
 }
 
 fn query(text: &str) -> Query<'_> {
@@ -40,8 +37,8 @@ fn ids(catalog: &IndexedCatalog, text: &str) -> Vec<String> {
 }
 
 #[test]
-fn every_exact_name_ranks_first_over_the_combined_catalog() {
-    let catalog = combined();
+fn every_exact_name_ranks_first_over_a_public_catalog() {
+    let catalog = registry();
     let mut checked = 0;
     for entry in catalog.tools() {
         let qualified = entry.id();
@@ -70,12 +67,12 @@ fn every_exact_name_ranks_first_over_the_combined_catalog() {
         );
         checked += 1;
     }
-    assert!(checked > 5_000, "only {checked} tools checked");
+    assert!(checked > 1_000, "only {checked} tools checked");
 }
 
 #[test]
 fn the_same_query_gives_the_same_order() {
-    let catalog = combined();
+    let catalog = registry();
     for text in [
         "read a file",
         "get stock price",
