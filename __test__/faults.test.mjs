@@ -221,8 +221,10 @@ describe('faults', () => {
 });
 
 describe('startup from the snapshot', () => {
-  test('20 servers that take 3 s to start: initialize, tools/list and search answer at once', async () => {
-    const servers = Array.from({ length: 20 }, (_, i) => faultServer(`slow${i}`, ['--start-delay-ms', '3000', '--extra-tool', `only_on_slow${i}`]));
+  test('20 servers that take 7 s to start: initialize, tools/list and search answer at once', async () => {
+    // Slower than a search waits for first starts (5 s), whatever the machine's load: the
+    // first search must find them still pending.
+    const servers = Array.from({ length: 20 }, (_, i) => faultServer(`slow${i}`, ['--start-delay-ms', '7000', '--extra-tool', `only_on_slow${i}`]));
     const config = writeConfig({ discovery: { servers } });
     const env = { ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-') };
 

@@ -1,6 +1,6 @@
 //! Dispatch: tool name + arguments → one `MetaTool`, like mini-redis `Command::from_frame`.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use rmcp::service::RequestContext;
@@ -132,12 +132,4 @@ pub(super) fn error_result(error: &Error) -> CallToolResult {
     let mut body = error.to_json();
     bound_strings(&mut body, FIELD_BYTES);
     CallToolResult::error(vec![ContentBlock::text(body.to_string())])
-}
-
-/// A tool definition from a name, description and an input schema literal.
-pub(super) fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
-    let Value::Object(schema) = schema else {
-        unreachable!("meta-tool schemas are object literals")
-    };
-    Tool::new(name, description, Arc::new(schema))
 }

@@ -15,7 +15,7 @@ use crate::gateway::bound::{cut_text, FIELD_BYTES};
 pub const NAME: &str = "execute_tool";
 
 pub fn definition() -> Tool {
-    super::super::meta_tool::tool(
+    super::tool(
         NAME,
         "Run a tool. arguments must match its input schema from get_tool_details.",
         json!({

@@ -10,7 +10,7 @@ use crate::error::Result;
 pub const NAME: &str = "get_tool_details";
 
 pub fn definition() -> Tool {
-    super::super::meta_tool::tool(
+    super::tool(
         NAME,
         "Get a tool's description and input schema. Read before execute_tool.",
         json!({

@@ -9,7 +9,7 @@ use crate::engine::{Engine, ServerInfo};
 pub const NAME: &str = "list_mcp_servers";
 
 pub fn definition() -> Tool {
-    super::super::meta_tool::tool(
+    super::tool(
         NAME,
         "List the MCP servers behind this gateway: status and tool counts.",
         json!({ "type": "object", "properties": {} }),

@@ -10,7 +10,7 @@ use crate::error::Result;
 pub const NAME: &str = "list_tools";
 
 pub fn definition() -> Tool {
-    super::super::meta_tool::tool(
+    super::tool(
         NAME,
         "List one server's tools with summaries.",
         json!({

@@ -8,3 +8,16 @@ pub mod get_tool_details;
 pub mod list_mcp_servers;
 pub mod list_tools;
 pub mod search_tools;
+
+use std::sync::Arc;
+
+use rmcp::model::Tool;
+use serde_json::Value;
+
+/// A tool definition from a name, description and an input schema literal.
+fn tool(name: &'static str, description: &'static str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        unreachable!("meta-tool schemas are object literals")
+    };
+    Tool::new(name, description, Arc::new(schema))
+}

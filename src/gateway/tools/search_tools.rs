@@ -10,7 +10,7 @@ use crate::error::Result;
 pub const NAME: &str = "search_tools";
 
 pub fn definition() -> Tool {
-    super::super::meta_tool::tool(
+    super::tool(
         NAME,
         "Find tools on all servers by task or name. Start here; then get_tool_details, then execute_tool.",
         json!({
