@@ -67,14 +67,31 @@ pub async fn run(args: EvalArgs) -> i32 {
             output::print(&summary);
             exit::OK
         }
-        Err(message) => {
-            eprintln!("error: {message}");
+        Err(error) => {
+            eprintln!("error: {error}");
             exit::BAD_INPUT
         }
     }
 }
 
-async fn evaluate(args: &EvalArgs) -> Result<String, String> {
+/// Why an evaluation could not run.
+#[derive(Debug, thiserror::Error)]
+enum EvalError {
+    #[error(transparent)]
+    Catalog(#[from] crate::Error),
+    #[error("{}: cannot read file: {source}", .path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{}: line {line}: {source}", .path.display())]
+    Line {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error("{}: cannot write: {source}", .path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+async fn evaluate(args: &EvalArgs) -> Result<String, EvalError> {
     let engine = offline_engine(&args.catalog)?;
     let queries = read_queries(&args.queries)?;
     let mut lines = String::new();
@@ -85,7 +102,10 @@ async fn evaluate(args: &EvalArgs) -> Result<String, String> {
         scores.add(query, &results);
     }
     if let Some(out) = &args.out {
-        std::fs::write(out, lines).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+        std::fs::write(out, lines).map_err(|source| EvalError::Write {
+            path: out.clone(),
+            source,
+        })?;
     }
     let mut latencies = Vec::with_capacity(queries.len() * args.repeat);
     for _ in 0..args.repeat {
@@ -115,12 +135,21 @@ async fn timed_search(engine: &Engine, query: &str, limit: usize) -> (Vec<String
     (results, elapsed)
 }
 
-fn read_queries(path: &Path) -> Result<Vec<QueryLine>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read file: {e}", path.display()))?;
+fn read_queries(path: &Path) -> Result<Vec<QueryLine>, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     text.lines()
         .enumerate()
         .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(i, line)| serde_json::from_str(line).map_err(|e| format!("{}: line {}: {e}", path.display(), i + 1)))
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|source| EvalError::Line {
+                path: path.to_owned(),
+                line: i + 1,
+                source,
+            })
+        })
         .collect()
 }
 

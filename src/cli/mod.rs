@@ -14,7 +14,6 @@ use serde_json::Value;
 
 use crate::config::{default_config_path, Config, CONFIG_ENV};
 use crate::engine::Engine;
-use crate::upstream;
 
 mod eval;
 mod output;
@@ -129,21 +128,21 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
     }
 }
 
-fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> Result<Config, String> {
+fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::Result<Config> {
     if let Some(object) = object {
-        return Config::from_value(object.value, &object.origin).map_err(|e| e.to_string());
+        return Config::from_value(object.value, &object.origin);
     }
     let named = flag
         .cloned()
         .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
     if let Some(path) = named.or_else(default_config_path) {
-        return Config::from_file(&path).map_err(|e| e.to_string());
+        return Config::from_file(&path);
     }
     tracing::warn!("no config found (--config, {CONFIG_ENV}, ./.anygpt/mcp-discovery.config.json); serving no servers");
     Ok(Config::empty())
 }
 
-/// stderr for log lines, with remote servers' secrets scrubbed (`upstream::scrub_known`):
+/// stderr for log lines, with remote servers' secrets scrubbed (`engine::scrub_secrets`):
 /// libraries log errors that quote a server's URL, API key and all. The logger makes one
 /// writer per event; it holds the event's bytes and writes them scrubbed when flushed or
 /// dropped, so a secret split across writes is still found.
@@ -162,7 +161,7 @@ impl std::io::Write for ScrubbedStderr {
         }
         let text = String::from_utf8_lossy(&self.0);
         let mut stderr = std::io::stderr().lock();
-        stderr.write_all(upstream::scrub_known(&text).as_bytes())?;
+        stderr.write_all(crate::engine::scrub_secrets(&text).as_bytes())?;
         self.0.clear();
         stderr.flush()
     }

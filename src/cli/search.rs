@@ -32,10 +32,8 @@ pub struct SearchArgs {
 }
 
 /// Load the catalog named by `--catalog` into an offline engine.
-pub fn offline_engine(path: &std::path::Path) -> Result<Engine, String> {
-    catalog::file::load(path)
-        .map(Engine::from_catalog)
-        .map_err(|e| e.to_string())
+pub fn offline_engine(path: &std::path::Path) -> crate::Result<Engine> {
+    catalog::file::load(path).map(Engine::from_catalog)
 }
 
 /// Run the search on `engine` and print it; returns the exit code.

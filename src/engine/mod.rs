@@ -26,6 +26,9 @@ use crate::error::{Error, Result};
 use crate::search::{self, IndexedCatalog, Query};
 use state::State;
 
+/// Remote servers' secrets taken out of a text (for the faces' log writers): upstream learns
+/// them when it dials a server; the faces reach them only through the engine.
+pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
 pub use dto::{

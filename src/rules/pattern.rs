@@ -50,16 +50,16 @@ impl Pattern {
     /// # Errors
     /// An empty pattern, an invalid glob, an invalid regex or an unknown regex flag.
     pub fn parse(source: &str) -> Result<Self, PatternError> {
-        let fail = |reason: String| PatternError {
+        let fail = |reason: Reason| PatternError {
             pattern: source.to_owned(),
-            reason,
+            reason: reason.0,
         };
         let (negated, body) = match source.strip_prefix('!') {
             Some(rest) => (true, rest),
             None => (false, source),
         };
         if body.is_empty() {
-            return Err(fail("pattern is empty".into()));
+            return Err(fail(Reason("pattern is empty".into())));
         }
         let matcher = match split_regex(body) {
             Some((expr, flags)) => Matcher::Regex(compile_regex(expr, flags).map_err(fail)?),
@@ -93,7 +93,10 @@ fn split_regex(text: &str) -> Option<(&str, &str)> {
     flags.chars().all(|c| c.is_ascii_alphabetic()).then_some((expr, flags))
 }
 
-fn compile_regex(expr: &str, flags: &str) -> Result<Regex, String> {
+/// Why a pattern's body does not compile; [`Pattern::parse`] names the pattern around it.
+struct Reason(String);
+
+fn compile_regex(expr: &str, flags: &str) -> Result<Regex, Reason> {
     let mut builder = RegexBuilder::new(expr);
     for flag in flags.chars() {
         match flag {
@@ -102,28 +105,34 @@ fn compile_regex(expr: &str, flags: &str) -> Result<Regex, String> {
             's' => builder.dot_matches_new_line(true),
             // Rust regexes are Unicode-aware already; `g`/`y` only affect JS iteration.
             'u' | 'g' | 'y' => &mut builder,
-            other => return Err(format!("unknown regex flag `{other}` (allowed: i, m, s, u, g, y)")),
+            other => {
+                return Err(Reason(format!(
+                    "unknown regex flag `{other}` (allowed: i, m, s, u, g, y)"
+                )))
+            }
         };
     }
     builder.build().map_err(|e| {
         // The regex crate's message is multi-line with a caret diagram; keep its last line.
         let text = e.to_string();
-        text.lines()
-            .last()
-            .unwrap_or(&text)
-            .trim()
-            .trim_start_matches("error: ")
-            .to_owned()
+        Reason(
+            text.lines()
+                .last()
+                .unwrap_or(&text)
+                .trim()
+                .trim_start_matches("error: ")
+                .to_owned(),
+        )
     })
 }
 
-fn compile_glob(glob: &str) -> Result<GlobMatcher, String> {
+fn compile_glob(glob: &str) -> Result<GlobMatcher, Reason> {
     GlobBuilder::new(glob)
         .literal_separator(false)
         .backslash_escape(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|e| e.kind().to_string())
+        .map_err(|e| Reason(e.kind().to_string()))
 }
 
 /// An ordered list of patterns, evaluated with the seed semantics.
