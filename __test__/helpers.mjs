@@ -163,7 +163,16 @@ class ChildTransport {
  * Spawn the gateway bin (or `command`) ourselves and connect the official client.
  * Returns { client, child, stderr(), exit: Promise<code|signal> }.
  */
-export async function spawnGateway(args, { command = process.execPath, env = {} } = {}) {
+export async function spawnGateway(args, options = {}) {
+  const { child, stderr } = spawnPiped(args, options);
+  const exit = exited(child);
+  const client = new Client({ name: 'anygpt-discovery-tests', version: '0.0.0' });
+  await client.connect(new ChildTransport(child));
+  return { client, child, exit, stderr };
+}
+
+/** The gateway bin (or `command`) with three pipes; `stderr()` is what it wrote there so far. */
+function spawnPiped(args, { command = process.execPath, env = {} } = {}) {
   const child = spawn(command, command === process.execPath ? [bin, ...args] : args, {
     env: isolatedEnv(env),
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -172,10 +181,7 @@ export async function spawnGateway(args, { command = process.execPath, env = {} 
   child.stderr.on('data', (chunk) => {
     stderr += chunk;
   });
-  const exit = exited(child);
-  const client = new Client({ name: 'anygpt-discovery-tests', version: '0.0.0' });
-  await client.connect(new ChildTransport(child));
-  return { client, child, exit, stderr: () => stderr };
+  return { child, stderr: () => stderr };
 }
 
 /**
@@ -183,15 +189,8 @@ export async function spawnGateway(args, { command = process.execPath, env = {} 
  * official client cannot send. `send` writes one line (an object is serialized); `next()`
  * resolves with the next line the gateway writes, parsed (or rejects after a while).
  */
-export function rawGateway(args, { command = process.execPath, env = {} } = {}) {
-  const child = spawn(command, command === process.execPath ? [bin, ...args] : args, {
-    env: isolatedEnv(env),
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => {
-    stderr += chunk;
-  });
+export function rawGateway(args, options = {}) {
+  const { child, stderr } = spawnPiped(args, options);
   const lines = [];
   const waiting = [];
   let pending = '';
@@ -235,5 +234,5 @@ export function rawGateway(args, { command = process.execPath, env = {} } = {}) 
     send({ jsonrpc: '2.0', method: 'notifications/initialized' });
     return answer;
   };
-  return { child, send, next, initialize, exit: exited(child), stderr: () => stderr };
+  return { child, send, next, initialize, exit: exited(child), stderr };
 }

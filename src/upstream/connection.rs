@@ -6,23 +6,25 @@
 //! gateway owns what matters for dependability: the process group, the exit status, the
 //! stderr tail, a tap on stdout and a watch on stdin. Remote servers are dialled by `remote`.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, Implementation, ProgressNotificationParam, ProgressToken, RequestId, ServerResult,
-    Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, ProgressToken,
+    RequestId, ServerResult, Tool,
 };
-use rmcp::service::{ClientInitializeError, NotificationContext, PeerRequestOptions, RunningService, ServiceError};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
+use rmcp::RoleClient;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::client::{
+    handshake, lock, service_error_text, transport_error_text, Failure, ProgressRoutes, ProgressSink, ToolsSink,
+    UpstreamClient,
+};
 use super::diagnostics::Diagnostics;
 use super::error::UpstreamError;
 use super::process::ProcessGroup;
@@ -39,63 +41,6 @@ const RELIST_SETTLE: Duration = Duration::from_millis(50);
 /// Shortest time between two listings of one session's tools: a server that sends
 /// `tools/list_changed` in a loop costs a listing per interval, not one per notification.
 const RELIST_MIN_INTERVAL: Duration = Duration::from_millis(500);
-
-/// One progress report of a downstream call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProgressUpdate {
-    pub progress: f64,
-    pub total: Option<f64>,
-    pub message: Option<String>,
-}
-
-/// Where a call's progress goes (the gateway forwards it to the client).
-pub type ProgressSink = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
-
-/// Where a session's re-listed tools go (the supervisor turns them into events).
-pub(crate) type ToolsSink = Arc<dyn Fn(Vec<Tool>) + Send + Sync>;
-
-/// Progress tokens of calls in flight on one session.
-type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
-
-/// The client side we present to downstream servers.
-#[derive(Clone)]
-pub(super) struct UpstreamClient {
-    pub server: String,
-    progress: ProgressRoutes,
-    /// Woken by `tools/list_changed`; many wake-ups before the listing runs count as one.
-    pub relist: Arc<Notify>,
-}
-
-impl ClientHandler for UpstreamClient {
-    fn get_info(&self) -> ClientConfig {
-        ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")),
-        )
-    }
-
-    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
-        let sink = lock(&self.progress).get(&params.progress_token).cloned();
-        if let Some(sink) = sink {
-            sink(ProgressUpdate {
-                progress: params.progress,
-                total: params.total,
-                message: params.message,
-            });
-        }
-    }
-
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        tracing::debug!(server = %self.server, "tools/list_changed");
-        self.relist.notify_one();
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .expect("progress routes lock is never poisoned: no panics while held")
-}
 
 /// A live session.
 pub(crate) struct Connection {
@@ -261,12 +206,9 @@ impl Connection {
             )),
             Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::remote(self.shown(&e.message))),
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => {
-                Err(UpstreamError::remote(self.shown(&format!(
-                    "the request could not be sent: {}",
-                    remote::transport_error_text(&error)
-                ))))
-            }
+            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(UpstreamError::remote(self.shown(
+                &format!("the request could not be sent: {}", transport_error_text(&error)),
+            ))),
             Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
@@ -359,36 +301,6 @@ pub(super) fn shown_error(url: Option<&Url>, text: &str) -> String {
     }
 }
 
-/// An rmcp error as a person should read it: transport errors with their causes, and never
-/// the Rust type names rmcp's own texts carry.
-pub(super) fn service_error_text(error: &ServiceError) -> String {
-    match error {
-        ServiceError::TransportSend(error) => remote::transport_error_text(error),
-        ServiceError::McpError(error) => error.message.to_string(),
-        ServiceError::TransportClosed => "the server closed the connection".to_owned(),
-        ServiceError::UnexpectedResponse => "the server answered with an unexpected result type".to_owned(),
-        other => other.to_string(),
-    }
-}
-
-/// A failed `initialize` as a person should read it. rmcp's own text for a transport error
-/// leads with the transport's full Rust type name (thousands of characters for ours), and
-/// quotes whole messages with `Debug`.
-fn init_error_text(error: &ClientInitializeError) -> String {
-    match error {
-        ClientInitializeError::TransportError { error, context } => {
-            format!("{} ({context})", remote::transport_error_text(error))
-        }
-        ClientInitializeError::ConnectionClosed(_) => "the server closed the connection during initialize".to_owned(),
-        ClientInitializeError::ExpectedInitResponse(_) | ClientInitializeError::ExpectedInitResult(_) => {
-            "the server answered initialize with something else than an initialize result".to_owned()
-        }
-        ClientInitializeError::JsonRpcError(error) => format!("initialize failed: {}", error.message),
-        ClientInitializeError::Cancelled => "initialize was cancelled".to_owned(),
-        other => other.to_string(),
-    }
-}
-
 /// Registers a progress route for one call and removes it when the call ends.
 struct ProgressRoute {
     routes: ProgressRoutes,
@@ -445,52 +357,5 @@ impl Drop for CancelOnDrop {
                     .await;
             });
         }
-    }
-}
-
-/// A session after its handshake, with the server's tools.
-pub(super) type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
-
-/// Why opening a session failed: a handshake reason to explain with what the process did,
-/// or an error that needs no explaining.
-pub(super) enum Failure {
-    Handshake(String),
-    Other(UpstreamError),
-}
-
-impl From<UpstreamError> for Failure {
-    fn from(error: UpstreamError) -> Self {
-        Self::Other(error)
-    }
-}
-
-/// The MCP handshake and the first full `tools/list`, within `timeout`.
-pub(super) async fn handshake<T, E, A>(
-    client: UpstreamClient,
-    transport: T,
-    timeout: Duration,
-    shutdown: &CancellationToken,
-) -> Result<Session, Failure>
-where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let handshake = async {
-        let service = client
-            .serve(transport)
-            .await
-            .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| Failure::Handshake(format!("tools/list failed: {}", service_error_text(&e))))?;
-        Ok::<_, Failure>((service, tools))
-    };
-    tokio::select! {
-        outcome = tokio::time::timeout(timeout, handshake) => outcome.unwrap_or_else(|_| {
-            Err(Failure::Handshake(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis())))
-        }),
-        () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
     }
 }

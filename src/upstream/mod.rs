@@ -10,6 +10,8 @@
 //!   `remote` dials HTTP servers — `http` under rmcp's streamable-HTTP client (lost sessions
 //!   as real servers report them), `sse` the legacy HTTP+SSE transport it falls back to,
 //!   `url_text` how their URLs and errors are shown;
+//! - `client`: the MCP client we present to a server and the handshake every transport ends
+//!   in, below both the transports and `connection`;
 //! - `connection`: one live rmcp client session — open, call with progress routing, re-list
 //!   on `tools/list_changed`, close;
 //! - `supervisor`: one handle per configured server — its state machine, connect slots,
@@ -18,6 +20,7 @@
 //!
 //! The engine owns the supervisor; nothing above the engine touches a connection.
 
+mod client;
 mod connection;
 mod diagnostics;
 mod error;
@@ -34,7 +37,7 @@ mod stdio;
 mod supervisor;
 mod url_text;
 
-pub use connection::{ProgressSink, ProgressUpdate};
+pub use client::{ProgressSink, ProgressUpdate};
 pub use error::UpstreamError;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, ServerState, Supervisor, UpstreamEvent};
 pub use url_text::scrub_known;

@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{handshake, Failure, Session, UpstreamClient};
+use super::client::{handshake, Failure, Session, UpstreamClient};
 use super::error::UpstreamError;
 use super::http::HttpClient;
 use super::sse::SseTransport;
@@ -177,16 +177,4 @@ fn install_crypto_provider() {
         // Another library in the process may have installed one already; that one is fine.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-}
-
-/// A transport error with the causes a person can act on ("connection refused"): rmcp's
-/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
-pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
-    type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
-    match error.error.downcast_ref::<HttpError>() {
-        Some(HttpError::Client(inner)) => url_text::with_causes(inner),
-        // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
-        Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
-        _ => url_text::with_causes(&*error.error),
-    }
 }

@@ -29,7 +29,8 @@ use tokio::sync::{watch, Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::connection::{Connection, ProgressSink, ToolsSink};
+use super::client::{ProgressSink, ToolsSink};
+use super::connection::Connection;
 use super::error::UpstreamError;
 use crate::config::ServerSpec;
 

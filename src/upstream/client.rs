@@ -1,0 +1,163 @@
+//! The client we present to every downstream server, and the handshake each transport ends
+//! in: `initialize`, then the first full `tools/list`, within the startup budget. Below both
+//! `connection` (which holds a live session) and the transports (`stdio`, `remote`), so
+//! neither needs the other. Also how rmcp's errors read to a person (no Rust type names).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken, Tool};
+use rmcp::service::{ClientInitializeError, NotificationContext, RunningService, ServiceError};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::error::UpstreamError;
+use super::url_text;
+
+/// One progress report of a downstream call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressUpdate {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a call's progress goes (the gateway forwards it to the client).
+pub type ProgressSink = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
+
+/// Where a session's re-listed tools go (the supervisor turns them into events).
+pub(crate) type ToolsSink = Arc<dyn Fn(Vec<Tool>) + Send + Sync>;
+
+/// Progress tokens of calls in flight on one session.
+pub(super) type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
+
+/// The client side we present to downstream servers.
+#[derive(Clone)]
+pub(super) struct UpstreamClient {
+    pub server: String,
+    pub progress: ProgressRoutes,
+    /// Woken by `tools/list_changed`; many wake-ups before the listing runs count as one.
+    pub relist: Arc<Notify>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let sink = lock(&self.progress).get(&params.progress_token).cloned();
+        if let Some(sink) = sink {
+            sink(ProgressUpdate {
+                progress: params.progress,
+                total: params.total,
+                message: params.message,
+            });
+        }
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "tools/list_changed");
+        self.relist.notify_one();
+    }
+}
+
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .expect("progress routes lock is never poisoned: no panics while held")
+}
+
+/// A session after its handshake, with the server's tools.
+pub(super) type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
+
+/// Why opening a session failed: a handshake reason to explain with what the process did,
+/// or an error that needs no explaining.
+pub(super) enum Failure {
+    Handshake(String),
+    Other(UpstreamError),
+}
+
+impl From<UpstreamError> for Failure {
+    fn from(error: UpstreamError) -> Self {
+        Self::Other(error)
+    }
+}
+
+/// The MCP handshake and the first full `tools/list`, within `timeout`.
+pub(super) async fn handshake<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+) -> Result<Session, Failure>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let handshake = async {
+        let service = client
+            .serve(transport)
+            .await
+            .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| Failure::Handshake(format!("tools/list failed: {}", service_error_text(&e))))?;
+        Ok::<_, Failure>((service, tools))
+    };
+    tokio::select! {
+        outcome = tokio::time::timeout(timeout, handshake) => outcome.unwrap_or_else(|_| {
+            Err(Failure::Handshake(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis())))
+        }),
+        () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
+    }
+}
+
+/// An rmcp error as a person should read it: transport errors with their causes, and never
+/// the Rust type names rmcp's own texts carry.
+pub(super) fn service_error_text(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(error) => transport_error_text(error),
+        ServiceError::McpError(error) => error.message.to_string(),
+        ServiceError::TransportClosed => "the server closed the connection".to_owned(),
+        ServiceError::UnexpectedResponse => "the server answered with an unexpected result type".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// A failed `initialize` as a person should read it. rmcp's own text for a transport error
+/// leads with the transport's full Rust type name (thousands of characters for ours), and
+/// quotes whole messages with `Debug`.
+fn init_error_text(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{} ({context})", transport_error_text(error))
+        }
+        ClientInitializeError::ConnectionClosed(_) => "the server closed the connection during initialize".to_owned(),
+        ClientInitializeError::ExpectedInitResponse(_) | ClientInitializeError::ExpectedInitResult(_) => {
+            "the server answered initialize with something else than an initialize result".to_owned()
+        }
+        ClientInitializeError::JsonRpcError(error) => format!("initialize failed: {}", error.message),
+        ClientInitializeError::Cancelled => "initialize was cancelled".to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// A transport error with the causes a person can act on ("connection refused"): rmcp's
+/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
+pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
+    type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
+    match error.error.downcast_ref::<HttpError>() {
+        Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
+        Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
+        _ => url_text::with_causes(&*error.error),
+    }
+}
