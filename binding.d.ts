@@ -146,7 +146,7 @@ export declare function runCli(argv: Array<string>, config?: Record<string, unkn
 export interface SearchOptions {
   /** Only this server's tools. */
   server?: string
-  /** @default 10 */
+  /** An integer from 1 to 100. @default 10 */
   limit?: number
   /** Include tools disabled by toolRules (marked `enabled: false`). */
   includeDisabled?: boolean

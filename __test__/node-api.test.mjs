@@ -44,3 +44,34 @@ describe('executeTool timeoutMs', () => {
     assert.equal(result.content[0].text, 'Echo: in range');
   });
 });
+
+describe('searchTools limit', () => {
+  let engine;
+  before(() => {
+    engine = new DiscoveryEngine({ discovery: { servers: [referenceServer('everything')] } });
+  });
+  after(async () => {
+    await engine.close();
+  });
+
+  // 2**32 + 5 wrapped to 5 and 1.5 was cut to 1 before: accepted without a word.
+  for (const [label, limit, shown] of [
+    ['2**32 + 5', 2 ** 32 + 5, '4294967301'],
+    ['1.5', 1.5, '1\\.5'],
+    ['-1', -1, '-1'],
+    ['101', 101, '101'],
+  ]) {
+    test(`${label} is a VALIDATION_ERROR naming limit and its range`, async () => {
+      await assert.rejects(engine.searchTools('echo', { limit }), (error) => {
+        assert.equal(error.code, 'VALIDATION_ERROR');
+        assert.match(error.message, new RegExp(`\`limit\` must be an integer from 1 to 100; got ${shown}`));
+        return true;
+      });
+    });
+  }
+
+  test('a limit in range limits the results', async () => {
+    const { results } = await engine.searchTools('echo message', { limit: 2 });
+    assert.ok(results.length >= 1 && results.length <= 2, JSON.stringify(results));
+  });
+});

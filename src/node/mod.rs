@@ -51,8 +51,8 @@ pub struct ServerInfo {
 pub struct SearchOptions {
     /// Only this server's tools.
     pub server: Option<String>,
-    /// @default 10
-    pub limit: Option<u32>,
+    /// An integer from 1 to 100. @default 10
+    pub limit: Option<f64>,
     /// Include tools disabled by toolRules (marked `enabled: false`).
     pub include_disabled: Option<bool>,
 }
@@ -128,18 +128,28 @@ pub struct ExecuteToolOptions {
     pub signal: Option<u32>,
 }
 
+/// Largest `limit` of `searchTools` (the engine's own ceiling).
+#[expect(clippy::cast_precision_loss, reason = "a small constant")]
+const MAX_SEARCH_LIMIT: f64 = crate::engine::MAX_SEARCH_LIMIT as f64;
+
 /// Longest per-call timeout the Node API takes: `setTimeout`'s ceiling, about 24.8 days.
 const MAX_CALL_TIMEOUT_MS: f64 = 2_147_483_647.0;
 
 /// `timeoutMs` as milliseconds, or a validation error naming it and the allowed range.
 fn call_timeout_ms(value: f64) -> std::result::Result<u64, EngineError> {
-    if value.is_finite() && value.fract() == 0.0 && (1.0..=MAX_CALL_TIMEOUT_MS).contains(&value) {
+    whole_number("timeoutMs", value, MAX_CALL_TIMEOUT_MS, " (milliseconds)")
+}
+
+/// A JS number that must be a whole number from 1 to `max` (napi's `u32` would wrap `2**32`
+/// to 0, `-1` to 4294967295 and cut `1.5` to 1 without a word).
+fn whole_number(name: &str, value: f64, max: f64, unit: &str) -> std::result::Result<u64, EngineError> {
+    if value.is_finite() && value.fract() == 0.0 && (1.0..=max).contains(&value) {
         // In range and integral, so the cast is exact.
         #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "checked above")]
         return Ok(value as u64);
     }
     Err(EngineError::validation(format!(
-        "`timeoutMs` must be an integer from 1 to 2147483647 (milliseconds); got {}",
+        "`{name}` must be an integer from 1 to {max}{unit}; got {}",
         js_number(value)
     )))
 }
@@ -260,7 +270,12 @@ impl JsDiscoveryEngine {
         let request = SearchRequest {
             query,
             server: options.server,
-            limit: options.limit.map(|l| l as usize),
+            limit: options
+                .limit
+                .map(|l| whole_number("limit", l, MAX_SEARCH_LIMIT, ""))
+                .transpose()
+                .map_err(|e| to_js(&e))?
+                .and_then(|l| usize::try_from(l).ok()),
             include_disabled: options.include_disabled.unwrap_or(false),
         };
         let response = self.engine.search(&request).await.map_err(|e| to_js(&e))?;
