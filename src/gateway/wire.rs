@@ -6,16 +6,22 @@
 //! `MAX_MESSAGE_BYTES` is replaced by an error for its id, so one oversized answer cannot make
 //! the client drop the session. End of input cancels `eof`, which the serve loop turns into
 //! cancelling the calls in flight (rmcp alone waits up to 5 s for them).
+//!
+//! Backpressure: rmcp starts a task per request it is handed, so a client sending requests
+//! faster than their answers leave (or not reading at all) would grow memory without end.
+//! Reading stops while [`MAX_OWED`] answers are owed — an answer is paid once it is written,
+//! or when the client cancels its request (a cancelled request gets no answer).
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ErrorCode, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleServer;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Notify};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -26,6 +32,65 @@ use super::inbound::{self, Inbound, Rejection};
 pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an oversized line is kept to find its id.
 const HEAD_BYTES: usize = 4096;
+/// Answers the gateway may owe the client before it stops reading: far above what a client
+/// runs at once, far below what would cost memory (each owed request holds a task).
+const MAX_OWED: usize = 1024;
+
+/// Ids of the client's requests not answered yet.
+#[derive(Debug, Default)]
+struct Owed {
+    ids: std::sync::Mutex<HashSet<RequestId>>,
+    /// One permit per payment, so a waiting reader never misses one.
+    paid: Notify,
+}
+
+impl Owed {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.ids
+            .lock()
+            .expect("owed lock is never poisoned: no panics while held")
+    }
+
+    fn owe(&self, id: RequestId) {
+        self.ids().insert(id);
+    }
+
+    fn pay(&self, id: &RequestId) {
+        if self.ids().remove(id) {
+            self.paid.notify_one();
+        }
+    }
+
+    async fn below_limit(&self) {
+        while self.ids().len() >= MAX_OWED {
+            self.paid.notified().await;
+        }
+    }
+
+    /// Note what `message` from the client owes or cancels.
+    fn note_inbound(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            ClientJsonRpcMessage::Request(request) => self.owe(request.id.clone()),
+            ClientJsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) = &notification.notification {
+                    if let Some(id) = &cancelled.params.request_id {
+                        self.pay(id);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The id `message` answers, if it is an answer.
+fn answered_id(message: &ServerJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ServerJsonRpcMessage::Response(response) => Some(response.id.clone()),
+        ServerJsonRpcMessage::Error(error) => error.id.clone(),
+        ServerJsonRpcMessage::Request(_) | ServerJsonRpcMessage::Notification(_) => None,
+    }
+}
 
 /// One JSON-RPC message per line over `R`/`W`.
 pub(crate) struct LineTransport<R, W> {
@@ -36,6 +101,7 @@ pub(crate) struct LineTransport<R, W> {
     write: Arc<Mutex<W>>,
     /// The last rejection being written.
     answering: Option<JoinHandle<()>>,
+    owed: Arc<Owed>,
     eof: CancellationToken,
 }
 
@@ -58,6 +124,7 @@ where
             discarding: false,
             write: Arc::new(Mutex::new(write)),
             answering: None,
+            owed: Arc::default(),
             eof,
         }
     }
@@ -163,12 +230,19 @@ where
 
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
         let write = Arc::clone(&self.write);
+        let owed = Arc::clone(&self.owed);
+        let answers = answered_id(&item);
         let line = encode(&item);
         async move {
-            match line? {
+            let written = match line? {
                 Some(line) => write_line(&write, &line).await,
                 None => Ok(()),
+            };
+            // Paid once on the wire: a client that does not read keeps its requests owed.
+            if let Some(id) = answers {
+                owed.pay(&id);
             }
+            written
         }
     }
 
@@ -180,6 +254,7 @@ where
                 let _ = answering.await;
                 self.answering = None;
             }
+            self.owed.below_limit().await;
             match self.read_line().await {
                 LineRead::Line => {}
                 LineRead::Oversized(head) => {
@@ -200,7 +275,10 @@ where
             };
             self.line.clear();
             match parsed {
-                Inbound::Message(message) => return Some(*message),
+                Inbound::Message(message) => {
+                    self.owed.note_inbound(&message);
+                    return Some(*message);
+                }
                 Inbound::Ignore => {}
                 Inbound::Reject(rejection) => self.answer(&rejection),
             }
@@ -251,6 +329,48 @@ mod tests {
             answer["error"]["message"].as_str().unwrap(),
             @"the answer was 8388723 bytes, over the 8388608 bytes the gateway sends in one message; ask for less (a smaller limit, or maxResultBytes for tool results)"
         );
+    }
+
+    /// `MAX_OWED + 1` pings from a client that reads nothing back: the first `MAX_OWED` are
+    /// handed on, the next waits until one answer is written (paused time: no real sleep).
+    #[tokio::test(start_paused = true)]
+    async fn reading_stops_while_too_many_answers_are_owed() {
+        use tokio::io::AsyncWriteExt as _;
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(server);
+        let mut transport = LineTransport::new(read, write, CancellationToken::new());
+        let (_client_read, mut client_write) = tokio::io::split(client);
+        let pings: String = (0..=MAX_OWED)
+            .map(|id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"))
+            .collect();
+        client_write.write_all(pings.as_bytes()).await.unwrap();
+        for _ in 0..MAX_OWED {
+            assert!(transport.receive().await.is_some());
+        }
+        let waiting = tokio::time::timeout(std::time::Duration::from_secs(5), transport.receive()).await;
+        assert!(
+            waiting.is_err(),
+            "a request was read while {MAX_OWED} answers were owed"
+        );
+
+        let answer = ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(0));
+        transport.send(answer).await.unwrap();
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), transport.receive()).await;
+        assert!(next.expect("reading resumes once an answer is written").is_some());
+    }
+
+    #[test]
+    fn a_cancelled_request_is_no_longer_owed() {
+        let owed = Owed::default();
+        let request: ClientJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+        owed.note_inbound(&request);
+        assert_eq!(owed.ids().len(), 1);
+        let cancelled: ClientJsonRpcMessage =
+            serde_json::from_str(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#)
+                .unwrap();
+        owed.note_inbound(&cancelled);
+        assert!(owed.ids().is_empty());
     }
 
     #[test]

@@ -56,13 +56,20 @@ impl ExecuteTool {
 
 /// When the client asked for progress (a `progressToken` in `_meta`), forward the downstream
 /// server's progress to it under the client's own token. One forwarding task per call keeps
-/// the notifications in order; it ends when the call drops the sink.
+/// the notifications in order; it ends when the call drops the sink. Only the newest report
+/// waits to be sent: a server reporting faster than the client reads cannot grow memory (the
+/// reports in between are superseded, never reordered).
 fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSink> {
     let token = context.meta.get_progress_token()?;
     let peer = context.peer.clone();
-    let (sender, mut updates) = tokio::sync::mpsc::unbounded_channel::<ProgressUpdate>();
+    let (sender, mut updates) = tokio::sync::watch::channel::<Option<ProgressUpdate>>(None);
     tokio::spawn(async move {
-        while let Some(update) = updates.recv().await {
+        // `changed` yields a report not yet seen even after the sink is gone, so the last one
+        // is not lost.
+        while updates.changed().await.is_ok() {
+            let Some(update) = updates.borrow_and_update().clone() else {
+                continue;
+            };
             let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
             params.total = update.total;
             // A downstream server writes this text; the client reads it.
@@ -73,6 +80,6 @@ fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSi
         }
     });
     Some(Arc::new(move |update: ProgressUpdate| {
-        let _ = sender.send(update);
+        sender.send_replace(Some(update));
     }))
 }
