@@ -340,9 +340,11 @@ mod tests {
         let (read, write) = tokio::io::split(server);
         let mut transport = LineTransport::new(read, write, CancellationToken::new());
         let (_client_read, mut client_write) = tokio::io::split(client);
-        let pings: String = (0..=MAX_OWED)
-            .map(|id| format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n"))
-            .collect();
+        let mut pings = String::new();
+        for id in 0..=MAX_OWED {
+            pings.push_str(&json!({ "jsonrpc": "2.0", "id": id, "method": "ping" }).to_string());
+            pings.push('\n');
+        }
         client_write.write_all(pings.as_bytes()).await.unwrap();
         for _ in 0..MAX_OWED {
             assert!(transport.receive().await.is_some());
