@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::error::UpstreamError;
+use super::lock;
 use super::url_text;
 
 /// One progress report of a downstream call.
@@ -65,12 +66,6 @@ impl ClientHandler for UpstreamClient {
         tracing::debug!(server = %self.server, "tools/list_changed");
         self.relist.notify_one();
     }
-}
-
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .expect("progress routes lock is never poisoned: no panics while held")
 }
 
 /// A session after its handshake, with the server's tools.

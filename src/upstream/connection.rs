@@ -22,11 +22,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{
-    handshake, lock, service_error_text, transport_error_text, Failure, ProgressRoutes, ProgressSink, ToolsSink,
+    handshake, service_error_text, transport_error_text, Failure, ProgressRoutes, ProgressSink, ToolsSink,
     UpstreamClient,
 };
 use super::diagnostics::Diagnostics;
 use super::error::UpstreamError;
+use super::lock;
 use super::process::ProcessGroup;
 use super::stdio::BlockedSince;
 use super::{lines, remote, stdio, url_text};

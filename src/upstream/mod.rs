@@ -41,3 +41,10 @@ pub use client::{ProgressSink, ProgressUpdate};
 pub use error::UpstreamError;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, ServerState, Supervisor, UpstreamEvent};
 pub use url_text::scrub_known;
+
+/// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .expect("upstream locks are never poisoned: no panics while held")
+}

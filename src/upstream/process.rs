@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::diagnostics::{read_stderr, Diagnostics, StdoutTap};
 use super::launcher::{Disk, SpawnError};
+use super::lock;
 use super::process_tree::{self, Member};
 
 /// How often a terminating tree is checked for being empty.
@@ -234,12 +235,6 @@ fn forget(pid: u32) {
     super::reaper::forget(pid);
     #[cfg(not(unix))]
     let _ = pid;
-}
-
-fn lock(remembered: &Remembered) -> std::sync::MutexGuard<'_, HashSet<Member>> {
-    remembered
-        .lock()
-        .expect("remembered-tree lock is never poisoned: no panics while held")
 }
 
 /// Whether a signal's outcome says the group no longer exists.

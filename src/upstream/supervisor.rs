@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ProgressSink, ToolsSink};
 use super::connection::Connection;
 use super::error::UpstreamError;
+use super::lock;
 use crate::config::ServerSpec;
 
 /// How many servers may be starting at once: enough to hide latency, few enough not to
@@ -689,12 +690,6 @@ fn jitter() -> f64 {
     #[expect(clippy::cast_precision_loss, reason = "any 0..1 spread will do")]
     let unit = (bits % 10_000) as f64 / 10_000.0;
     unit
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .expect("supervisor locks are never poisoned: no panics while held")
 }
 
 #[cfg(test)]
