@@ -363,6 +363,22 @@ describe('supervisor', () => {
     }
   });
 
+  test('a server paging tools/list without end fails its start at once, naming why', async () => {
+    const gateway = await gatewayWith([faultServer('pager', ['--endless-pages']), faultServer('fine')]);
+    try {
+      const t0 = performance.now();
+      const { body } = await call(gateway.client, 'list_mcp_servers', {});
+      const pager = body.servers.find((s) => s.name === 'pager');
+      assert.notEqual(pager.status, 'connected', JSON.stringify(pager));
+      assert.match(pager.error, /same tools\/list cursor twice/, JSON.stringify(pager));
+      assert.ok(performance.now() - t0 < 10000, 'not the startup timeout');
+      const fine = await execute(gateway.client, 'fine', 'echo', { message: 'ok' });
+      assert.ok(!fine.isError, JSON.stringify(fine));
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('a storm of 10,000 tools/list_changed is coalesced; searches answer meanwhile', async () => {
     const gateway = await gatewayWith([faultServer('stormy')]);
     try {

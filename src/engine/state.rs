@@ -84,7 +84,11 @@ impl State {
             let state = self.clone();
             // Reading and indexing hundreds of snapshots is file I/O and CPU: not on a
             // thread that answers the client.
-            tokio::task::spawn_blocking(move || state.load_snapshots());
+            tokio::task::spawn_blocking(move || {
+                // Even if reading a snapshot panics, nobody may wait on `indexed` for ever.
+                let _mark = MarkIndexed(&state.indexed);
+                state.load_snapshots();
+            });
             tokio::spawn(apply_events_until_closed(
                 Arc::downgrade(self),
                 self.events.clone(),
@@ -179,7 +183,9 @@ impl State {
     /// starting), without copying the list.
     pub async fn with_server_tools<T>(&self, server: &Server, f: impl FnOnce(&[ToolEntry]) -> T) -> Result<T> {
         self.indexed().await;
-        if server.state() == ServerState::Connecting {
+        // Only a first start is worth waiting for; a retry of a failing server may take its
+        // whole startup budget, and the snapshot's tools (if any) answer meanwhile.
+        if server.is_first_start() {
             server
                 .wait_settled(Duration::from_millis(server.spec.startup_timeout_ms()))
                 .await;
@@ -212,6 +218,15 @@ impl State {
             tool: tool.to_owned(),
             suggestions: search::suggest_tools(&self.read_catalog(), &server.spec.name, tool),
         })
+    }
+}
+
+/// Marks the snapshots indexed when dropped, however loading them ended.
+struct MarkIndexed<'a>(&'a watch::Sender<bool>);
+
+impl Drop for MarkIndexed<'_> {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
     }
 }
 

@@ -10,7 +10,9 @@
 //! Backpressure: rmcp starts a task per request it is handed, so a client sending requests
 //! faster than their answers leave (or not reading at all) would grow memory without end.
 //! Reading stops while [`MAX_OWED`] answers are owed — an answer is paid once it is written,
-//! or when the client cancels its request (a cancelled request gets no answer).
+//! or when the client cancels its request (a cancelled request gets no answer). A request
+//! reusing the id of one still owed is answered with an error here and never handed on: ids
+//! are how owed answers are counted, so repeating one would slip past the limit.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -51,8 +53,9 @@ impl Owed {
             .expect("owed lock is never poisoned: no panics while held")
     }
 
-    fn owe(&self, id: RequestId) {
-        self.ids().insert(id);
+    /// False when `id` is already owed.
+    fn owe(&self, id: RequestId) -> bool {
+        self.ids().insert(id)
     }
 
     fn pay(&self, id: &RequestId) {
@@ -67,10 +70,19 @@ impl Owed {
         }
     }
 
-    /// Note what `message` from the client owes or cancels.
-    fn note_inbound(&self, message: &ClientJsonRpcMessage) {
+    /// Note what `message` from the client owes or cancels; the error to answer instead of
+    /// handing it on when it is a request whose id is still owed.
+    fn note_inbound(&self, message: &ClientJsonRpcMessage) -> Option<Rejection> {
         match message {
-            ClientJsonRpcMessage::Request(request) => self.owe(request.id.clone()),
+            ClientJsonRpcMessage::Request(request) if !self.owe(request.id.clone()) => {
+                return Some(Rejection {
+                    id: serde_json::to_value(&request.id).ok(),
+                    code: ErrorCode::INVALID_REQUEST,
+                    message: "this request id is already in use by a request not answered yet; \
+                              give every request a new id"
+                        .into(),
+                });
+            }
             ClientJsonRpcMessage::Notification(notification) => {
                 if let ClientNotification::CancelledNotification(cancelled) = &notification.notification {
                     if let Some(id) = &cancelled.params.request_id {
@@ -80,6 +92,7 @@ impl Owed {
             }
             _ => {}
         }
+        None
     }
 }
 
@@ -275,10 +288,10 @@ where
             };
             self.line.clear();
             match parsed {
-                Inbound::Message(message) => {
-                    self.owed.note_inbound(&message);
-                    return Some(*message);
-                }
+                Inbound::Message(message) => match self.owed.note_inbound(&message) {
+                    None => return Some(*message),
+                    Some(rejection) => self.answer(&rejection),
+                },
                 Inbound::Ignore => {}
                 Inbound::Reject(rejection) => self.answer(&rejection),
             }
@@ -366,13 +379,43 @@ mod tests {
         let owed = Owed::default();
         let request: ClientJsonRpcMessage =
             serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
-        owed.note_inbound(&request);
+        assert!(owed.note_inbound(&request).is_none());
         assert_eq!(owed.ids().len(), 1);
         let cancelled: ClientJsonRpcMessage =
             serde_json::from_str(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#)
                 .unwrap();
         owed.note_inbound(&cancelled);
         assert!(owed.ids().is_empty());
+    }
+
+    /// A client repeating one id cannot grow the owed count past its limit: the repeat is
+    /// answered with an error for that id and not handed on.
+    #[tokio::test]
+    async fn a_request_reusing_an_owed_id_is_answered_and_not_handed_on() {
+        use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server);
+        let mut transport = LineTransport::new(read, write, CancellationToken::new());
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let ping = json!({ "jsonrpc": "2.0", "id": 1, "method": "ping" }).to_string();
+        let second = json!({ "jsonrpc": "2.0", "id": 2, "method": "ping" }).to_string();
+        client_write
+            .write_all(format!("{ping}\n{ping}\n{second}\n").as_bytes())
+            .await
+            .unwrap();
+        let first = transport.receive().await.unwrap();
+        assert!(matches!(first, ClientJsonRpcMessage::Request(ref r) if r.id == NumberOrString::Number(1)));
+        let next = transport.receive().await.unwrap();
+        assert!(
+            matches!(next, ClientJsonRpcMessage::Request(ref r) if r.id == NumberOrString::Number(2)),
+            "the repeated id was handed on: {next:?}"
+        );
+        let mut answer = String::new();
+        BufReader::new(client_read).read_line(&mut answer).await.unwrap();
+        let answer: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(answer["id"], json!(1));
+        assert_eq!(answer["error"]["code"], json!(-32600));
+        assert_eq!(transport.owed.ids().len(), 2);
     }
 
     #[test]

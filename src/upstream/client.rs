@@ -100,11 +100,9 @@ where
             .serve(transport)
             .await
             .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
-        let tools = service
-            .peer()
-            .list_all_tools()
+        let tools = list_tools(service.peer())
             .await
-            .map_err(|e| Failure::Handshake(format!("tools/list failed: {}", service_error_text(&e))))?;
+            .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;
         Ok::<_, Failure>((service, tools))
     };
     tokio::select! {
@@ -112,6 +110,40 @@ where
             Err(Failure::Handshake(format!("did not answer initialize and tools/list within {} ms", timeout.as_millis())))
         }),
         () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
+    }
+}
+
+/// Most tools one server may list: hundreds of times what real servers have.
+const MAX_TOOLS: usize = 10_000;
+
+/// Every page of `tools/list`. rmcp's `list_all_tools` follows cursors without end, so a
+/// server that repeats a cursor or keeps paging would grow memory until the startup budget
+/// ends; here that is a protocol error at once.
+pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<Tool>, UpstreamError> {
+    let mut tools = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = None;
+    loop {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+        let page = peer
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| UpstreamError::remote(service_error_text(&e)))?;
+        tools.extend(page.tools);
+        if tools.len() > MAX_TOOLS {
+            return Err(UpstreamError::protocol(format!(
+                "the server listed more than {MAX_TOOLS} tools; the gateway stops reading there"
+            )));
+        }
+        match page.next_cursor {
+            None => return Ok(tools),
+            Some(next) if !seen.insert(next.clone()) => {
+                return Err(UpstreamError::protocol(
+                    "the server sent the same tools/list cursor twice (its pages would never end)",
+                ))
+            }
+            Some(next) => cursor = Some(next),
+        }
     }
 }
 

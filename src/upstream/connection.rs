@@ -42,6 +42,8 @@ const RELIST_SETTLE: Duration = Duration::from_millis(50);
 /// Shortest time between two listings of one session's tools: a server that sends
 /// `tools/list_changed` in a loop costs a listing per interval, not one per notification.
 const RELIST_MIN_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a re-list may take before it is given up (the next change asks again).
+const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A live session.
 pub(crate) struct Connection {
@@ -237,9 +239,11 @@ impl Connection {
         group.remember_tree();
         match Arc::into_inner(self) {
             Some(mut connection) => {
-                connection.closed.store(true, Ordering::SeqCst);
                 let _ = connection.service.close_with_timeout(CLOSE_GRACE).await;
                 group.terminate(TERM_GRACE).await;
+                // Only now: if this task is dropped halfway (a runtime shutting down), `Drop`
+                // still kills the tree. Nobody else holds the connection to see the flag.
+                connection.closed.store(true, Ordering::SeqCst);
             }
             None => group.terminate(TERM_GRACE).await,
         }
@@ -275,13 +279,17 @@ async fn relist_on_change(
         // Let the rest of a burst arrive; its wake-ups fold into the permit taken above.
         tokio::time::sleep(RELIST_SETTLE).await;
         let listed_at = tokio::time::Instant::now();
-        match peer.list_all_tools().await {
-            Ok(tools) => {
+        // Bounded: a server that never answers must not stall every later re-list.
+        match tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer)).await {
+            Ok(Ok(tools)) => {
                 tracing::info!(%server, tools = tools.len(), "listed tools again after tools/list_changed");
                 on_tools(tools);
             }
-            Err(error) => {
-                let error = shown_error(url.as_ref(), &service_error_text(&error));
+            Err(_) => {
+                tracing::warn!(%server, limit_ms = RELIST_TIMEOUT.as_millis(), "no answer to tools/list after tools/list_changed");
+            }
+            Ok(Err(error)) => {
+                let error = super::error::clip(&shown_error(url.as_ref(), &error.to_string()));
                 tracing::warn!(%server, %error, "cannot list tools after tools/list_changed");
             }
         }

@@ -80,7 +80,7 @@ pub(super) async fn open_http(
 }
 
 /// Open the SSE stream and complete the handshake, all before `deadline`; gives up at once
-/// when the gateway shuts down (the pool holds the server's slot while this runs).
+/// when the gateway shuts down.
 pub(super) async fn open_sse(
     remote: &Remote,
     client: UpstreamClient,

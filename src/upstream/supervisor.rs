@@ -35,8 +35,9 @@ use super::error::UpstreamError;
 use super::lock;
 use crate::config::ServerSpec;
 
-/// How many servers may be starting at once: enough to hide latency, few enough not to
-/// thrash two cores with `npx` starts.
+/// How many starts may hold a slot at once. With [`SLOT_BUDGET`] this paces starts (at most
+/// about 16 new ones a second) rather than capping how many run: a slow `npx` start goes on
+/// without its slot, so with hundreds of servers dozens may be starting together.
 const CONNECT_SLOTS: usize = 8;
 /// How long one start may hold a slot. A server still silent after this keeps starting
 /// without one, so hung handshakes never keep healthy servers waiting.
@@ -412,8 +413,20 @@ impl<C: Connector> Handle<C> {
     ) -> Result<CallToolResult, CallError> {
         self.lock().in_flight += 1;
         let _in_flight = InFlight(self);
-        let session = self.session().await.map_err(CallError::Connect)?;
-        let outcome = session.call(params, timeout, progress).await;
+        // The call's timeout covers connecting too: a caller who asked for an answer within
+        // 5 s must not wait out a 30 s startup first. The connect goes on in its own task.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let session = tokio::time::timeout_at(deadline, self.session())
+            .await
+            .map_err(|_| {
+                CallError::Connect(UpstreamError::Timeout {
+                    what: "did not connect",
+                    limit: timeout,
+                })
+            })?
+            .map_err(CallError::Connect)?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let outcome = session.call(params, left, progress).await;
         match &outcome {
             Err(UpstreamError::Closed { detail }) => self.lost(&session, detail.clone()),
             Err(UpstreamError::Timeout { .. }) => {
@@ -536,6 +549,7 @@ impl<C: Connector> Handle<C> {
         });
         let outcome = with_slot(
             &shared.slots,
+            &shared.shutdown,
             shared.connector.open(&self.spec, &shared.shutdown, on_tools),
         )
         .await;
@@ -586,12 +600,19 @@ impl<C: Connector> Handle<C> {
     }
 }
 
-/// Run `work` holding a connect slot for at most [`SLOT_BUDGET`], then without one.
-async fn with_slot<F: Future>(slots: &Semaphore, work: F) -> F::Output {
-    let permit = slots
-        .acquire()
-        .await
-        .expect("the supervisor never closes its semaphore");
+/// Run `work` holding a connect slot for at most [`SLOT_BUDGET`], then without one. An
+/// attempt still queued for a slot when the gateway shuts down never starts (`work` is not
+/// polled, so no process is spawned only to be ended).
+async fn with_slot<T>(
+    slots: &Semaphore,
+    shutdown: &CancellationToken,
+    work: impl Future<Output = Result<T, UpstreamError>>,
+) -> Result<T, UpstreamError> {
+    let permit = tokio::select! {
+        biased;
+        () = shutdown.cancelled() => return Err(UpstreamError::ShuttingDown),
+        permit = slots.acquire() => permit.expect("the supervisor never closes its semaphore"),
+    };
     let mut work = std::pin::pin!(work);
     tokio::select! {
         output = &mut work => return output,

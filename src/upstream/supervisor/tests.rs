@@ -172,6 +172,19 @@ async fn a_call_during_backoff_fails_at_once_naming_the_wait() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_call_waits_for_a_hung_connect_no_longer_than_its_own_timeout() {
+    let s = setup(&["a"], vec![Script::Hang]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    let started = tokio::time::Instant::now();
+    let Err(CallError::Connect(error)) = handle.call(call_params(), Duration::from_secs(2), None).await else {
+        panic!("expected a connect error")
+    };
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(error.to_string(), "did not connect within 2000 ms");
+    assert_eq!(handle.state(), ServerState::Connecting, "the connect goes on");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_session_that_dies_right_after_starting_backs_off() {
     let s = setup(&["a"], vec![]);
     s.fake.dead.store(true, Ordering::SeqCst);
