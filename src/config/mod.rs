@@ -8,6 +8,7 @@
 
 pub mod expand;
 mod load;
+mod schema;
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
 pub use load::{default_config_path, CONFIG_ENV};
+pub use schema::json_schema;
 
 /// Default per-call timeout (DESIGN §6).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -33,6 +35,7 @@ pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// The `discovery` section as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct DiscoverySection {
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -81,6 +84,7 @@ impl DiscoverySection {
 /// `discovery.audit`: the JSON Lines log of every `execute_tool`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct AuditSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -117,6 +121,7 @@ fn yes() -> bool {
 /// `discovery.cache`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct CacheSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -141,6 +146,7 @@ fn default_ttl() -> u64 {
 /// One downstream server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ServerSpec {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +186,7 @@ impl ServerSpec {
 /// Transport of a server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(schemars::JsonSchema)]
 pub enum TransportKind {
     #[default]
     Stdio,
@@ -192,6 +199,7 @@ pub enum TransportKind {
 /// `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ConnectionSpec {
     #[serde(rename = "type", default)]
     pub kind: TransportKind,
@@ -212,6 +220,7 @@ pub struct ConnectionSpec {
 /// One entry of `toolRules`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ToolRuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
@@ -225,6 +234,7 @@ pub struct ToolRuleSpec {
 /// `pattern: "x"` or `pattern: ["x", "y"]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
+#[derive(schemars::JsonSchema)]
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
@@ -263,7 +273,9 @@ impl Config {
     /// `CONFIGURATION_ERROR` naming `origin`, the path inside the document and the reason.
     pub fn from_value(value: Value, origin: &str) -> Result<Self> {
         let value = match value {
-            Value::Object(map) if !map.contains_key("discovery") => {
+            Value::Object(mut map) if !map.contains_key("discovery") => {
+                // An editor's `$schema` may sit beside a bare section too.
+                map.remove("$schema");
                 Value::Object([("discovery".to_owned(), Value::Object(map))].into_iter().collect())
             }
             Value::Object(map) => Value::Object(map),
