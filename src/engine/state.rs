@@ -371,3 +371,72 @@ fn config_dir(origin: &str) -> Option<PathBuf> {
     };
     absolute.parent().map(std::path::Path::to_path_buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(value: serde_json::Value) -> ServerSpec {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn config(value: serde_json::Value) -> Config {
+        Config::from_value(value, "<object>").unwrap()
+    }
+
+    #[test]
+    fn settings_do_not_change_the_launch_but_connection_and_startup_budget_do() {
+        let base = json!({ "name": "a", "connection": { "command": "node", "args": ["s.js"] } });
+        let old = spec(base.clone());
+        let mut settings = base.clone();
+        settings["description"] = json!("now described");
+        settings["timeoutMs"] = json!(5);
+        settings["idleTimeoutMs"] = json!(5);
+        assert!(same_launch(&old, &spec(settings), false));
+        let mut args = base.clone();
+        args["connection"]["args"] = json!(["other.js"]);
+        assert!(!same_launch(&old, &spec(args), false));
+        let mut budget = base.clone();
+        budget["startupTimeoutMs"] = json!(5);
+        assert!(!same_launch(&old, &spec(budget), false));
+        // A moved config matters only to a server whose cwd resolves against it.
+        assert!(same_launch(&old, &old, true));
+        let mut cwd = base;
+        cwd["connection"]["cwd"] = json!(".");
+        let cwd = spec(cwd);
+        assert!(same_launch(&cwd, &cwd, false));
+        assert!(!same_launch(&cwd, &cwd, true));
+    }
+
+    #[test]
+    fn carry_over_keeps_kept_servers_tools_with_the_new_rules_and_drops_the_rest() {
+        let server = |name: &str| json!({ "name": name, "connection": { "command": "x" } });
+        let before = config(json!({ "servers": [server("a"), server("b")] }));
+        let mut previous = empty_catalog(&before);
+        let tool = |name: &str| Tool::new(name.to_owned(), "Does a thing.", Arc::new(serde_json::Map::new()));
+        previous.set_server_tools("a", vec![tool("create_issue"), tool("delete_repo")], before.rules());
+        previous.set_server_tools("b", vec![tool("other")], before.rules());
+
+        let mut described = server("a");
+        described["description"] = json!("GitHub");
+        let after = config(json!({
+            "servers": [described, server("c")],
+            "toolRules": [{ "pattern": "*delete*", "enabled": false, "tags": ["dangerous"] }],
+        }));
+        let catalog = carry_over(&previous, &after, &["a".to_owned()]);
+        let a = catalog.server_tools("a").expect("kept");
+        assert_eq!(a.len(), 2);
+        let delete = a.iter().find(|t| t.name() == "delete_repo").unwrap();
+        assert!(!delete.enabled, "the new rules apply");
+        assert_eq!(delete.tags, ["dangerous"]);
+        assert_eq!(catalog.description("a"), Some("GitHub"));
+        assert!(catalog.server_tools("b").is_none(), "removed");
+        assert!(
+            catalog.server_tools("c").is_none(),
+            "added: its tools come when it starts"
+        );
+        assert!(catalog.index().has_server("a") && !catalog.index().has_server("b"));
+    }
+}
