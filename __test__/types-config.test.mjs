@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { configTypes, SCHEMA_FILE, TYPES_FILE } from '../scripts/config-types.mjs';
 import { defineConfig, DiscoveryEngine } from '../index.js';
-import { root, tempDir } from './helpers.mjs';
+import { call, root, spawnGateway, tempDir } from './helpers.mjs';
 
 const tsc = join(root, 'node_modules/typescript/bin/tsc');
 
@@ -94,4 +94,30 @@ test('the published schema describes the config file', () => {
   assert.deepEqual(Object.keys(schema.properties).sort(), ['$schema', 'discovery']);
   const section = schema.$defs.DiscoverySection.properties;
   for (const field of ['servers', 'toolRules', 'idleTimeoutMs', 'maxResultBytes', 'audit', 'cache']) assert.ok(section[field], field);
+});
+
+test('an anygpt.config.ts using defineConfig, with another section, loads through the bin', async () => {
+  const dir = tempDir();
+  const file = join(dir, 'anygpt.config.ts');
+  const server = join(root, '__test__/fixtures/fault-server.mjs');
+  writeFileSync(
+    file,
+    `${importPackage}
+const timeoutMs: number = 5000;
+export default defineConfig({
+  providers: { openai: { model: 'gpt' } },
+  discovery: { servers: [{ name: 'typed', connection: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(server)}] }, timeoutMs }] },
+});
+`,
+  );
+  const gateway = await spawnGateway(['--config', file]);
+  try {
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    assert.deepEqual(body.servers.map((s) => [s.name, s.status]), [['typed', 'connected']]);
+    // A TS config is evaluated once; the log says edits apply on restart.
+    assert.match(gateway.stderr(), /TS\/JS config: changes apply when the gateway restarts/);
+  } finally {
+    await gateway.client.close();
+    await gateway.exit;
+  }
 });
