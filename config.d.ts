@@ -33,20 +33,30 @@ export interface CacheConfig {
 
 /** The `discovery` section as written. */
 export interface DiscoveryConfig {
-  /** @default true */
+  /**
+   * `false`: serve no servers.
+   * @default true
+   */
   enabled?: boolean
+  /** Catalog snapshots: tools known at start without connecting. */
   cache?: CacheConfig
+  /** The downstream MCP servers. */
   servers?: Array<ServerConfig>
   /**
    * Imports from other clients' configs (a later release reads them; accepted now so
    * configs written for it load).
    */
   sources?: Array<unknown>
+  /**
+   * Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
+   * decides; any `enabled: true` turns on whitelist mode).
+   */
   toolRules?: Array<ToolRule>
   /** Default for every server's `idleTimeoutMs`. */
   idleTimeoutMs?: number | null
   /** Larger tool results are cut, with a marker saying so. */
   maxResultBytes?: number | null
+  /** The JSON Lines log of every `execute_tool`. */
   audit?: AuditConfig
 }
 
@@ -55,8 +65,10 @@ export type PatternList = string | Array<string>
 
 /** One downstream server. */
 export interface ServerConfig {
+  /** Unique, no `:` or whitespace: tools are addressed as `server:tool`. */
   name: string
   description?: string | null
+  /** How the server is started (stdio) or reached (http, sse). */
   connection: ServerConnection
   /** Per-call default for this server. */
   timeoutMs?: number | null
@@ -68,21 +80,34 @@ export interface ServerConfig {
 
 /** `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`). */
 export interface ServerConnection {
-  /** @default "stdio" */
+  /**
+   * `stdio` (the default), `http` (streamable HTTP, falling back to HTTP+SSE) or `sse`.
+   * @default "stdio"
+   */
   type?: TransportKind
+  /** stdio: the program to run (`npx`, `node`, `uvx`, a path). */
   command?: string | null
+  /** stdio: its arguments. `${VAR}` and `${VAR:-default}` expand from the environment. */
   args?: Array<string>
+  /** stdio: added to the gateway's environment; `${VAR}` expands at launch. */
   env?: Record<string, string>
+  /** stdio: working folder, relative to the config file's folder. */
   cwd?: string | null
+  /** http/sse: the server's URL (for `sse`, its event stream). */
   url?: string | null
+  /** http/sse: sent with every request; `${VAR}` expands. */
   headers?: Record<string, string>
 }
 
 /** One entry of `toolRules`. */
 export interface ToolRule {
+  /** Only this server's tools. */
   server?: string | null
+  /** Globs (`*github*`), regexes (`/issue/i`) and negations (`!*delete*`), read in order. */
   pattern: PatternList
+  /** The first matching rule that sets this decides; any `true` turns on whitelist mode. */
   enabled?: boolean | null
+  /** Added from every matching rule. */
   tags?: Array<string>
 }
 

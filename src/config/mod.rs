@@ -37,16 +37,21 @@ pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 * 1024 * 1024;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct DiscoverySection {
+    /// `false`: serve no servers.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Catalog snapshots: tools known at start without connecting.
     #[serde(default)]
     pub cache: CacheSpec,
+    /// The downstream MCP servers.
     #[serde(default)]
     pub servers: Vec<ServerSpec>,
     /// Imports from other clients' configs (a later release reads them; accepted now so
     /// configs written for it load).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Value>,
+    /// Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
+    /// decides; any `enabled: true` turns on whitelist mode).
     #[serde(default)]
     pub tool_rules: Vec<ToolRuleSpec>,
     /// Default for every server's `idleTimeoutMs`.
@@ -55,6 +60,7 @@ pub struct DiscoverySection {
     /// Larger tool results are cut, with a marker saying so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_result_bytes: Option<usize>,
+    /// The JSON Lines log of every `execute_tool`.
     #[serde(default)]
     pub audit: AuditSpec,
 }
@@ -148,9 +154,11 @@ fn default_ttl() -> u64 {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct ServerSpec {
+    /// Unique, no `:` or whitespace: tools are addressed as `server:tool`.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// How the server is started (stdio) or reached (http, sse).
     pub connection: ConnectionSpec,
     /// Per-call default for this server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,6 +196,7 @@ impl ServerSpec {
 #[serde(rename_all = "lowercase")]
 #[derive(schemars::JsonSchema)]
 pub enum TransportKind {
+    /// A local process speaking MCP on stdin/stdout.
     #[default]
     Stdio,
     /// Streamable HTTP, falling back to legacy HTTP+SSE when the server does not speak it.
@@ -201,18 +210,25 @@ pub enum TransportKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct ConnectionSpec {
+    /// `stdio` (the default), `http` (streamable HTTP, falling back to HTTP+SSE) or `sse`.
     #[serde(rename = "type", default)]
     pub kind: TransportKind,
+    /// stdio: the program to run (`npx`, `node`, `uvx`, a path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// stdio: its arguments. `${VAR}` and `${VAR:-default}` expand from the environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// stdio: added to the gateway's environment; `${VAR}` expands at launch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// stdio: working folder, relative to the config file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// http/sse: the server's URL (for `sse`, its event stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// http/sse: sent with every request; `${VAR}` expands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
 }
@@ -222,11 +238,15 @@ pub struct ConnectionSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct ToolRuleSpec {
+    /// Only this server's tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// Globs (`*github*`), regexes (`/issue/i`) and negations (`!*delete*`), read in order.
     pub pattern: OneOrMany,
+    /// The first matching rule that sets this decides; any `true` turns on whitelist mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Added from every matching rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
 }
