@@ -1,8 +1,18 @@
 // Types of @anygpt/discovery. The engine's types are generated from the Rust bindings into
-// binding.d.ts; this file re-exports them and adds the error shape index.js guarantees.
-import type { ErrorCode } from './binding'
+// binding.d.ts, the config types from the Rust config types into config.d.ts (re-exported by
+// binding.d.ts); this file re-exports them and adds what index.js adds: the error shape and
+// defineConfig.
+import type { DiscoveryConfigFile, ErrorCode } from './binding'
 
 export * from './binding'
+
+/**
+ * Type-checks a config (`anygpt.config.ts`, `.anygpt/mcp-discovery.config.ts`) and returns it
+ * unchanged: `export default defineConfig({ discovery: { servers: [...] } })`. Sections other
+ * than `discovery` may sit beside it. The types come from the engine's config types, so
+ * what compiles is what the engine accepts (values such as globs are still checked at load).
+ */
+export declare function defineConfig(config: DiscoveryConfigFile): DiscoveryConfigFile
 
 /** Every error the engine throws or rejects with carries a stable `code`. */
 export interface DiscoveryError extends Error {

@@ -100,8 +100,17 @@ const DiscoveryEngine = new Proxy(binding.DiscoveryEngine, {
   },
 })
 
+/**
+ * Returns `config` unchanged: in TypeScript, `export default defineConfig({ discovery: { … } })`
+ * type-checks a config file against the types generated from the engine's own (config.d.ts).
+ */
+function defineConfig(config) {
+  return config
+}
+
 module.exports = {
   ...binding,
   DiscoveryEngine,
+  defineConfig,
   matchPattern: withCodes(binding.matchPattern),
 }

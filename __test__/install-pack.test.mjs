@@ -11,10 +11,10 @@ test('the main package holds only what it needs', () => {
   const out = execFileSync(npm, ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, encoding: 'utf8', shell: process.platform === 'win32' });
   const [pack] = JSON.parse(out);
   const files = pack.files.map((f) => f.path).sort();
-  for (const required of ['LICENSE', 'README.md', 'package.json', 'index.js', 'index.d.ts', 'binding.js', 'binding.d.ts', 'bin/anygpt-discovery.js', 'lib/load-config.js']) {
+  for (const required of ['LICENSE', 'README.md', 'package.json', 'index.js', 'index.d.ts', 'binding.js', 'binding.d.ts', 'config.d.ts', 'schema/discovery.config.schema.json', 'bin/anygpt-discovery.js', 'lib/load-config.js']) {
     assert.ok(files.includes(required), `${required} missing from ${files.join(', ')}`);
   }
-  const allowed = /^(LICENSE|README\.md|package\.json|index\.js|index\.d\.ts|binding\.js|binding\.d\.ts|bin\/[\w.-]+\.js|lib\/[\w.-]+\.js)$/;
+  const allowed = /^(LICENSE|README\.md|package\.json|index\.js|index\.d\.ts|binding\.js|binding\.d\.ts|config\.d\.ts|schema\/discovery\.config\.schema\.json|bin\/[\w.-]+\.js|lib\/[\w.-]+\.js)$/;
   const unexpected = files.filter((f) => !allowed.test(f));
   assert.deepEqual(unexpected, [], 'unexpected files in the package');
   const forbidden = files.filter((f) => /\.rs$|\.node$|^target\/|^src\/|^tests?\/|^__test__\/|^bench\/|^npm\/|^scripts\/|Cargo\.|\.jsonl$/.test(f));

@@ -19,6 +19,7 @@
 //! paths    ── platform cache/state directories, atomic writes
 //! gateway  ── the stdio MCP server exposing the five meta-tools
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
+//! watch    ── live reload: the config's files watched while serving, a change reloads
 //! node     ── napi bindings (thin: convert types, call the engine)
 //! error    ── one error enum with stable codes
 //! ```
@@ -37,6 +38,7 @@ pub mod rules;
 pub mod search;
 pub mod shutdown;
 pub(crate) mod upstream;
+pub(crate) mod watch;
 
 #[cfg(feature = "node")]
 pub mod node;

@@ -100,6 +100,18 @@ impl Catalog {
         self.servers.remove(server);
     }
 
+    /// Set (or clear) `server`'s own description; says whether it changed.
+    pub fn set_description(&mut self, server: &str, description: Option<&str>) -> bool {
+        if self.description(server) == description {
+            return false;
+        }
+        match description {
+            Some(text) => self.descriptions.insert(server.to_owned(), text.to_owned()),
+            None => self.descriptions.remove(server),
+        };
+        true
+    }
+
     /// `server`'s own description (from the config), if it has one.
     #[must_use]
     pub fn description(&self, server: &str) -> Option<&str> {

@@ -106,7 +106,10 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Serve => match load_config() {
             Ok(config) => {
                 tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
-                crate::gateway::serve_stdio(Engine::new(config), shutdown).await;
+                let engine = Engine::new(config);
+                let _live_reload =
+                    crate::watch::reload_on_change(&engine, &crate::watch::config_files(&engine.config_origin()));
+                crate::gateway::serve_stdio(engine, shutdown).await;
                 exit::OK
             }
             Err(code) => code,

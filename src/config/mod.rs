@@ -8,6 +8,7 @@
 
 pub mod expand;
 mod load;
+mod schema;
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
 pub use load::{default_config_path, CONFIG_ENV};
+pub use schema::json_schema;
 
 /// Default per-call timeout (DESIGN §6).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -33,17 +35,23 @@ pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// The `discovery` section as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct DiscoverySection {
+    /// `false`: serve no servers.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Catalog snapshots: tools known at start without connecting.
     #[serde(default)]
     pub cache: CacheSpec,
+    /// The downstream MCP servers.
     #[serde(default)]
     pub servers: Vec<ServerSpec>,
     /// Imports from other clients' configs (a later release reads them; accepted now so
     /// configs written for it load).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Value>,
+    /// Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
+    /// decides; any `enabled: true` turns on whitelist mode).
     #[serde(default)]
     pub tool_rules: Vec<ToolRuleSpec>,
     /// Default for every server's `idleTimeoutMs`.
@@ -52,6 +60,7 @@ pub struct DiscoverySection {
     /// Larger tool results are cut, with a marker saying so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_result_bytes: Option<usize>,
+    /// The JSON Lines log of every `execute_tool`.
     #[serde(default)]
     pub audit: AuditSpec,
 }
@@ -81,6 +90,7 @@ impl DiscoverySection {
 /// `discovery.audit`: the JSON Lines log of every `execute_tool`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct AuditSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -117,6 +127,7 @@ fn yes() -> bool {
 /// `discovery.cache`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct CacheSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
@@ -141,10 +152,13 @@ fn default_ttl() -> u64 {
 /// One downstream server.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ServerSpec {
+    /// Unique, no `:` or whitespace: tools are addressed as `server:tool`.
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// How the server is started (stdio) or reached (http, sse).
     pub connection: ConnectionSpec,
     /// Per-call default for this server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,7 +194,9 @@ impl ServerSpec {
 /// Transport of a server.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(schemars::JsonSchema)]
 pub enum TransportKind {
+    /// A local process speaking MCP on stdin/stdout.
     #[default]
     Stdio,
     /// Streamable HTTP, falling back to legacy HTTP+SSE when the server does not speak it.
@@ -192,19 +208,27 @@ pub enum TransportKind {
 /// `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ConnectionSpec {
+    /// `stdio` (the default), `http` (streamable HTTP, falling back to HTTP+SSE) or `sse`.
     #[serde(rename = "type", default)]
     pub kind: TransportKind,
+    /// stdio: the program to run (`npx`, `node`, `uvx`, a path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// stdio: its arguments. `${VAR}` and `${VAR:-default}` expand from the environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    /// stdio: added to the gateway's environment; `${VAR}` expands at launch.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// stdio: working folder, relative to the config file's folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// http/sse: the server's URL (for `sse`, its event stream).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// http/sse: sent with every request; `${VAR}` expands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
 }
@@ -212,12 +236,17 @@ pub struct ConnectionSpec {
 /// One entry of `toolRules`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
 pub struct ToolRuleSpec {
+    /// Only this server's tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// Globs (`*github*`), regexes (`/issue/i`) and negations (`!*delete*`), read in order.
     pub pattern: OneOrMany,
+    /// The first matching rule that sets this decides; any `true` turns on whitelist mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Added from every matching rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
 }
@@ -225,6 +254,7 @@ pub struct ToolRuleSpec {
 /// `pattern: "x"` or `pattern: ["x", "y"]`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
+#[derive(schemars::JsonSchema)]
 pub enum OneOrMany {
     One(String),
     Many(Vec<String>),
@@ -263,7 +293,9 @@ impl Config {
     /// `CONFIGURATION_ERROR` naming `origin`, the path inside the document and the reason.
     pub fn from_value(value: Value, origin: &str) -> Result<Self> {
         let value = match value {
-            Value::Object(map) if !map.contains_key("discovery") => {
+            Value::Object(mut map) if !map.contains_key("discovery") => {
+                // An editor's `$schema` may sit beside a bare section too.
+                map.remove("$schema");
                 Value::Object([("discovery".to_owned(), Value::Object(map))].into_iter().collect())
             }
             Value::Object(map) => Value::Object(map),

@@ -22,6 +22,19 @@ pub struct ServerInfo {
     pub error: Option<String>,
 }
 
+/// What a reload did to the servers, by name, each in config order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadSummary {
+    /// Launched the same way: process and session kept.
+    pub kept: Vec<String>,
+    /// Launch spec changed: started anew; the old process ends once its calls do.
+    pub restarted: Vec<String>,
+    /// No longer configured: ended once their calls in flight did.
+    pub stopped: Vec<String>,
+    pub added: Vec<String>,
+}
+
 /// A search request.
 #[derive(Debug, Clone, Default)]
 pub struct SearchRequest {

@@ -35,6 +35,15 @@ impl State {
             });
         }
         self.validators.check(&entry, arguments.unwrap_or(&NO_ARGUMENTS))?;
+        // The config's timeout, not the handle's: a reload may have changed it and kept the server.
+        let options = ExecuteOptions {
+            timeout_ms: Some(
+                options
+                    .timeout_ms
+                    .unwrap_or_else(|| self.spec_of(handle).call_timeout_ms()),
+            ),
+            ..options
+        };
         let mut result = call(
             handle,
             tool,

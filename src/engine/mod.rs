@@ -32,7 +32,8 @@ pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
 pub use dto::{
-    ExecuteOptions, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails, ToolSummary,
+    ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,
+    ToolSummary,
 };
 
 /// How long a search waits for servers still starting before answering with what it has
@@ -47,6 +48,8 @@ pub const MAX_SEARCH_LIMIT: usize = 100;
 #[derive(Debug, Clone)]
 pub struct Engine {
     state: Arc<RwLock<Arc<State>>>,
+    /// One reload at a time: each builds on the state the last one left.
+    reloading: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Engine {
@@ -55,6 +58,7 @@ impl Engine {
     pub fn new(config: Config) -> Self {
         Self {
             state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
+            reloading: Arc::default(),
         }
     }
 
@@ -65,6 +69,7 @@ impl Engine {
     pub fn from_catalog(catalog: impl Into<IndexedCatalog>) -> Self {
         Self {
             state: Arc::new(RwLock::new(Arc::new(State::with_catalog(catalog.into())))),
+            reloading: Arc::default(),
         }
     }
 
@@ -78,6 +83,17 @@ impl Engine {
     /// Idempotent; needs a tokio runtime.
     pub fn start(&self) {
         self.current();
+    }
+
+    /// Where the config came from: a file path, or `<object>`/`<defaults>`.
+    #[must_use]
+    pub fn config_origin(&self) -> String {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .origin
+            .clone()
     }
 
     /// The config as written, secrets redacted.
@@ -104,7 +120,7 @@ impl Engine {
                 let status = server.state();
                 ServerInfo {
                     name: server.spec.name.clone(),
-                    description: server.spec.description.clone(),
+                    description: state.spec_of(server).description.clone(),
                     tool_count: tools.len(),
                     enabled_count: tools.iter().filter(|t| t.enabled).count(),
                     status: status.word().to_owned(),
@@ -271,25 +287,67 @@ impl Engine {
         }
     }
 
-    /// Replace the config (or reconnect with the same one): closes every session, clears the
-    /// catalog, and starts again.
-    pub async fn reload(&self, config: Option<Config>) {
-        let next = {
-            let current = self.state.read().expect("engine state lock is never poisoned").clone();
-            let config = config.unwrap_or_else(|| current.config.clone());
-            Arc::new(State::new(config))
+    /// Apply `config`, or the config read again from where the current one came from,
+    /// without dropping work: servers launched the same way keep their process and session,
+    /// changed ones restart, removed ones stop once their calls in flight end, added ones
+    /// start; tool rules are applied again to every tool. Operations already running finish
+    /// on the config they began with. Logs one line saying what happened.
+    ///
+    /// # Errors
+    /// `CONFIGURATION_ERROR` when the config cannot be read again: nothing changes, the
+    /// current config keeps serving.
+    pub async fn reload(&self, config: Option<Config>) -> Result<ReloadSummary> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let began = Instant::now();
+        let current = self.state.read().expect("engine state lock is never poisoned").clone();
+        let config = match config {
+            Some(config) => config,
+            None => reread(&current.config)?,
         };
-        let previous = std::mem::replace(
-            &mut *self.state.write().expect("engine state lock is never poisoned"),
-            next,
+        let (next, changes) = current.reloaded(config);
+        let next = Arc::new(next);
+        *self.state.write().expect("engine state lock is never poisoned") = next.clone();
+        next.ensure_started();
+        let summary = ReloadSummary {
+            kept: changes.kept,
+            restarted: changes.restarted,
+            stopped: changes.stopped,
+            added: changes.added,
+        };
+        tracing::info!(
+            config = %next.config.origin,
+            kept = summary.kept.len(),
+            restarted = %names(&summary.restarted),
+            stopped = %names(&summary.stopped),
+            added = %names(&summary.added),
+            took_us = began.elapsed().as_micros(),
+            "config reloaded"
         );
-        previous.upstream.close().await;
-        self.start();
+        Ok(summary)
     }
 
     /// Close every session and end every downstream process tree.
     pub async fn close(&self) {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.upstream.close().await;
+    }
+}
+
+/// The config again from where `current` came from: its file read again, or the same config
+/// when it was given as an object. The one place a reload resolves its config.
+fn reread(current: &Config) -> Result<Config> {
+    if current.origin.starts_with('<') {
+        return Ok(current.clone());
+    }
+    Config::from_file(std::path::Path::new(&current.origin))
+}
+
+/// Server names for a log line: a count and the first few.
+fn names(list: &[String]) -> String {
+    const SHOWN: usize = 5;
+    match list.len() {
+        0 => "0".to_owned(),
+        n if n <= SHOWN => format!("{n} ({})", list.join(", ")),
+        n => format!("{n} ({}, …)", list[..SHOWN].join(", ")),
     }
 }

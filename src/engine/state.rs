@@ -1,8 +1,11 @@
-//! Everything that belongs to one loaded config, and its lifecycle: built by `reload`, started
-//! once (snapshots read and indexed off the answering path, servers without a fresh snapshot
-//! connected in the background), fed by upstream events, closed.
+//! Everything that belongs to one loaded config, and its lifecycle: built at start or by a
+//! reload from the state before it (servers launched the same way carried over with their
+//! tools), started once (snapshots read and indexed off the answering path, servers without a
+//! fresh snapshot connected in the background), fed by upstream events, retired or closed.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 
@@ -14,9 +17,10 @@ use crate::audit::AuditLog;
 use crate::catalog::snapshot::SnapshotStore;
 use crate::catalog::{Catalog, ToolEntry};
 use crate::config::Config;
+use crate::config::ServerSpec;
 use crate::error::{Error, Result};
 use crate::search::{self, IndexedCatalog};
-use crate::upstream::{Dial, Events, Handle, ServerState, Supervisor, UpstreamError, UpstreamEvent};
+use crate::upstream::{Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamError, UpstreamEvent};
 
 use super::validate;
 
@@ -27,7 +31,14 @@ pub(super) type Server = Handle<Dial>;
 pub(super) struct State {
     pub config: Config,
     pub upstream: Supervisor,
+    /// Index into `config.servers()` by name: a handle a reload kept has its old spec, but
+    /// its description and call timeout follow the config.
+    specs: HashMap<String, usize>,
     events: Arc<Events>,
+    /// Set once a reload replaced this state: upstream events are the next state's to apply.
+    retired: AtomicBool,
+    /// Ends this state's event task (at retirement, or when the supervisor closes).
+    stop_events: CancellationToken,
     /// Held while events are applied, so two readers never apply one server's lists out of order.
     applying: std::sync::Mutex<()>,
     catalog: RwLock<IndexedCatalog>,
@@ -42,19 +53,48 @@ pub(super) struct State {
 impl State {
     pub fn new(config: Config) -> Self {
         let events = Arc::new(Events::default());
-        let dial = Dial {
-            base_dir: config_dir(&config.origin),
-        };
+        let dial = Dial::new(config_dir(&config.origin));
+        let upstream = Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone());
+        let catalog = empty_catalog(&config);
+        Self::assemble(config, upstream, events, catalog)
+    }
+
+    /// The state for `config` that takes over from this one: servers launched the same way
+    /// keep their handle (process, session) and tools (with the new rules applied); changed
+    /// and removed ones are retired by the supervisor once their calls end. This state stops
+    /// applying upstream events. Not started yet.
+    pub fn reloaded(&self, config: Config) -> (Self, PoolChanges) {
+        let base_dir = config_dir(&config.origin);
+        let moved = base_dir != self.upstream.connector().base_dir();
+        let (upstream, changes) =
+            self.upstream
+                .reconcile(config.servers(), config.discovery.idle_timeout_ms, |old, new| {
+                    same_launch(old, new, moved)
+                });
+        upstream.connector().set_base_dir(base_dir);
+        self.retire();
+        let catalog = carry_over(
+            &self.catalog.read().expect("catalog lock is never poisoned"),
+            &config,
+            &changes.kept,
+        );
+        (Self::assemble(config, upstream, self.events.clone(), catalog), changes)
+    }
+
+    fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
         Self {
-            upstream: Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone()),
+            specs: config
+                .servers()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.name.clone(), i))
+                .collect(),
+            stop_events: upstream.shutdown_token().child_token(),
+            upstream,
             events,
+            retired: AtomicBool::new(false),
             applying: std::sync::Mutex::new(()),
-            catalog: RwLock::new(IndexedCatalog::from(Catalog::with_descriptions(
-                config
-                    .servers()
-                    .iter()
-                    .filter_map(|s| Some((s.name.as_str(), s.description.as_deref()?))),
-            ))),
+            catalog: RwLock::new(catalog),
             snapshots: config
                 .discovery
                 .cache
@@ -92,7 +132,7 @@ impl State {
             tokio::spawn(apply_events_until_closed(
                 Arc::downgrade(self),
                 self.events.clone(),
-                self.upstream.shutdown_token().clone(),
+                self.stop_events.clone(),
             ));
         });
     }
@@ -101,6 +141,10 @@ impl State {
     fn load_snapshots(&self) {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
         for server in self.upstream.handles() {
+            if self.has_tools(&server.spec.name) {
+                // Carried over by a reload, with its session.
+                continue;
+            }
             let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
             let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
             if let Some(snapshot) = snapshot {
@@ -130,18 +174,52 @@ impl State {
     /// Apply tool lists upstream reported: index them and keep them for the next start.
     pub fn apply_events(&self) {
         let _applying = self.applying.lock().expect("events lock is never poisoned");
+        if !self.retired.load(Ordering::Acquire) {
+            self.apply_events_locked();
+        }
+    }
+
+    fn apply_events_locked(&self) {
         for event in self.events.drain() {
             match event {
                 UpstreamEvent::Tools { server, tools } => {
-                    if let Some(handle) = self.upstream.get(&server) {
-                        if let Some(store) = &self.snapshots {
-                            store.save(&handle.spec, &tools);
-                        }
+                    // A server no longer configured has nothing to index.
+                    let Some(handle) = self.upstream.get(&server) else {
+                        continue;
+                    };
+                    if let Some(store) = &self.snapshots {
+                        store.save(&handle.spec, &tools);
                     }
                     self.index(&server, tools);
                 }
             }
         }
+    }
+
+    /// Hand upstream events over to the state that replaces this one: what is queued lands
+    /// here first (so the next state carries it over), later ones are the next state's.
+    fn retire(&self) {
+        let _applying = self.applying.lock().expect("events lock is never poisoned");
+        if !self.retired.swap(true, Ordering::AcqRel) {
+            self.apply_events_locked();
+        }
+        self.stop_events.cancel();
+    }
+
+    fn has_tools(&self, server: &str) -> bool {
+        self.catalog
+            .read()
+            .expect("catalog lock is never poisoned")
+            .server_tools(server)
+            .is_some()
+    }
+
+    /// `server`'s settings as the config has them now (its handle may predate a reload).
+    pub fn spec_of<'a>(&'a self, server: &'a Server) -> &'a ServerSpec {
+        self.specs
+            .get(&server.spec.name)
+            .and_then(|&i| self.config.servers().get(i))
+            .unwrap_or(&server.spec)
     }
 
     /// Put `server`'s tools into the catalog (rules applied) and log what changed.
@@ -243,6 +321,58 @@ async fn apply_events_until_closed(state: Weak<State>, events: Arc<Events>, shut
     }
 }
 
+/// The catalog for `config` from the `previous` one: the `kept` servers' tools stay, indexed
+/// as they are unless the new rules decide one of them differently or the server's
+/// description changed; every other server's tools go. Re-indexing only what changed keeps
+/// a reload of many servers in milliseconds.
+fn carry_over(previous: &IndexedCatalog, config: &Config, kept: &[String]) -> IndexedCatalog {
+    let mut catalog = previous.clone();
+    let kept: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
+    let gone: Vec<String> = catalog
+        .server_names()
+        .filter(|name| !kept.contains(name))
+        .map(str::to_owned)
+        .collect();
+    for name in &gone {
+        catalog.remove_server(name);
+    }
+    for server in config.servers() {
+        catalog.set_description(&server.name, server.description.as_deref());
+        let Some(entries) = catalog.server_tools(&server.name) else {
+            continue;
+        };
+        let rules = config.rules();
+        let decided_anew = entries.iter().any(|entry| {
+            let decision = rules.decide(&server.name, entry.name());
+            decision.enabled != entry.enabled || decision.tags != entry.tags
+        });
+        if decided_anew {
+            let tools = entries.iter().map(|e| Tool::clone(&e.tool)).collect();
+            catalog.set_server_tools(&server.name, tools, rules);
+        }
+    }
+    catalog
+}
+
+/// A catalog that knows the servers' descriptions and no tools yet.
+fn empty_catalog(config: &Config) -> IndexedCatalog {
+    IndexedCatalog::from(Catalog::with_descriptions(
+        config
+            .servers()
+            .iter()
+            .filter_map(|s| Some((s.name.as_str(), s.description.as_deref()?))),
+    ))
+}
+
+/// Whether a server is launched the same way under `new` as under `old`: the same name and
+/// connection (what its snapshot is keyed by) and startup budget; with a `cwd`, the config
+/// must also still be in the same folder (`moved` says it is not), which the `cwd` resolves
+/// against.
+fn same_launch(old: &ServerSpec, new: &ServerSpec, moved: bool) -> bool {
+    let launch = |s: &ServerSpec| serde_json::to_value((&s.name, &s.connection, s.startup_timeout_ms)).ok();
+    launch(old) == launch(new) && !(moved && new.connection.cwd.is_some())
+}
+
 /// The folder of a config file, against which relative `cwd`s resolve.
 fn config_dir(origin: &str) -> Option<PathBuf> {
     if origin.starts_with('<') {
@@ -255,4 +385,73 @@ fn config_dir(origin: &str) -> Option<PathBuf> {
         std::env::current_dir().ok()?.join(path)
     };
     absolute.parent().map(std::path::Path::to_path_buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn spec(value: serde_json::Value) -> ServerSpec {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn config(value: serde_json::Value) -> Config {
+        Config::from_value(value, "<object>").unwrap()
+    }
+
+    #[test]
+    fn settings_do_not_change_the_launch_but_connection_and_startup_budget_do() {
+        let base = json!({ "name": "a", "connection": { "command": "node", "args": ["s.js"] } });
+        let old = spec(base.clone());
+        let mut settings = base.clone();
+        settings["description"] = json!("now described");
+        settings["timeoutMs"] = json!(5);
+        settings["idleTimeoutMs"] = json!(5);
+        assert!(same_launch(&old, &spec(settings), false));
+        let mut args = base.clone();
+        args["connection"]["args"] = json!(["other.js"]);
+        assert!(!same_launch(&old, &spec(args), false));
+        let mut budget = base.clone();
+        budget["startupTimeoutMs"] = json!(5);
+        assert!(!same_launch(&old, &spec(budget), false));
+        // A moved config matters only to a server whose cwd resolves against it.
+        assert!(same_launch(&old, &old, true));
+        let mut cwd = base;
+        cwd["connection"]["cwd"] = json!(".");
+        let cwd = spec(cwd);
+        assert!(same_launch(&cwd, &cwd, false));
+        assert!(!same_launch(&cwd, &cwd, true));
+    }
+
+    #[test]
+    fn carry_over_keeps_kept_servers_tools_with_the_new_rules_and_drops_the_rest() {
+        let server = |name: &str| json!({ "name": name, "connection": { "command": "x" } });
+        let before = config(json!({ "servers": [server("a"), server("b")] }));
+        let mut previous = empty_catalog(&before);
+        let tool = |name: &str| Tool::new(name.to_owned(), "Does a thing.", Arc::new(serde_json::Map::new()));
+        previous.set_server_tools("a", vec![tool("create_issue"), tool("delete_repo")], before.rules());
+        previous.set_server_tools("b", vec![tool("other")], before.rules());
+
+        let mut described = server("a");
+        described["description"] = json!("GitHub");
+        let after = config(json!({
+            "servers": [described, server("c")],
+            "toolRules": [{ "pattern": "*delete*", "enabled": false, "tags": ["dangerous"] }],
+        }));
+        let catalog = carry_over(&previous, &after, &["a".to_owned()]);
+        let a = catalog.server_tools("a").expect("kept");
+        assert_eq!(a.len(), 2);
+        let delete = a.iter().find(|t| t.name() == "delete_repo").unwrap();
+        assert!(!delete.enabled, "the new rules apply");
+        assert_eq!(delete.tags, ["dangerous"]);
+        assert_eq!(catalog.description("a"), Some("GitHub"));
+        assert!(catalog.server_tools("b").is_none(), "removed");
+        assert!(
+            catalog.server_tools("c").is_none(),
+            "added: its tools come when it starts"
+        );
+        assert!(catalog.index().has_server("a") && !catalog.index().has_server("b"));
+    }
 }

@@ -37,6 +37,10 @@ impl Gateway {
 }
 
 impl ServerHandler for Gateway {
+    /// The client's view is the five meta-tools, and they never change: not when a downstream
+    /// server's tools change, not when a reload adds, restarts or removes servers (what changes
+    /// is what `search_tools` and `list_tools` find). So `tools.listChanged` is not advertised
+    /// and `notifications/tools/list_changed` is never sent.
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")))

@@ -46,6 +46,19 @@ pub struct ServerInfo {
     pub error: Option<String>,
 }
 
+/// What `reload` did to the servers, by name.
+#[napi(object)]
+pub struct ReloadSummary {
+    /// Launched the same way: process and session kept.
+    pub kept: Vec<String>,
+    /// Launch changed (name, connection or startup timeout): started anew; the old process
+    /// ends once its calls in flight do.
+    pub restarted: Vec<String>,
+    /// No longer configured: ended once their calls in flight did.
+    pub stopped: Vec<String>,
+    pub added: Vec<String>,
+}
+
 /// Options of `searchTools`.
 #[napi(object)]
 pub struct SearchOptions {
@@ -371,18 +384,26 @@ impl JsDiscoveryEngine {
         lock(&self.aborts).entry(id).or_default().cancel();
     }
 
-    /// Reconnect every server, optionally with a new config.
+    /// Apply a new config, or read the current one again from its file, without dropping
+    /// work: servers launched the same way keep their process and session, changed ones
+    /// restart, removed ones stop once their calls in flight end, added ones start. Throws
+    /// `CONFIGURATION_ERROR` for a bad config; the current one then keeps serving.
     #[napi]
     pub async fn reload(
         &self,
         #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig } | undefined")] config: Option<Value>,
-    ) -> Result<()> {
+    ) -> Result<ReloadSummary> {
         let config = config
             .map(|c| Config::from_value(c, "<object>"))
             .transpose()
             .map_err(|e| to_js(&e))?;
-        self.engine.reload(config).await;
-        Ok(())
+        let summary = self.engine.reload(config).await.map_err(|e| to_js(&e))?;
+        Ok(ReloadSummary {
+            kept: summary.kept,
+            restarted: summary.restarted,
+            stopped: summary.stopped,
+            added: summary.added,
+        })
     }
 
     /// The config as given, with secret values (env, headers) replaced by `***`.

@@ -29,6 +29,14 @@ impl IndexedCatalog {
         changes
     }
 
+    /// Set (or clear) `server`'s description, re-indexing its tools when it changed (the
+    /// description is searched with them).
+    pub fn set_description(&mut self, server: &str, description: Option<&str>) {
+        if self.catalog.set_description(server, description) && self.catalog.server_tools(server).is_some() {
+            self.reindex(server);
+        }
+    }
+
     /// Forget `server`'s tools and its documents.
     pub fn remove_server(&mut self, server: &str) {
         self.catalog.remove_server(server);

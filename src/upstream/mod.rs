@@ -39,7 +39,7 @@ mod url_text;
 
 pub use client::{ProgressSink, ProgressUpdate};
 pub use error::UpstreamError;
-pub(crate) use supervisor::{CallError, Dial, Events, Handle, ServerState, Supervisor, UpstreamEvent};
+pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 pub use url_text::scrub_known;
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.

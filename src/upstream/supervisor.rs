@@ -16,11 +16,17 @@
 //! own, so a caller that gives up never cancels an attempt others wait for. New tool lists
 //! leave as [`UpstreamEvent`]s for the engine to apply; nothing here touches the catalog.
 //!
+//! A reload reconciles the pool with a new list of specs ([`Supervisor::reconcile`]): a
+//! handle whose launch spec did not change is taken over as it is (process, session and
+//! all); the others are retired — no new session, and once their calls in flight end, the
+//! session is closed and the process tree ended.
+//!
 //! Sessions come from a [`Connector`], so the state machine is tested with a scripted one
 //! under paused time.
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -87,8 +93,25 @@ pub(crate) trait Connector: Send + Sync + 'static {
 /// The real connector: stdio processes and remote servers.
 #[derive(Debug)]
 pub(crate) struct Dial {
-    /// Where a relative `cwd` resolves (the config file's folder).
-    pub base_dir: Option<PathBuf>,
+    /// Where a relative `cwd` resolves (the config file's folder). A reload from another
+    /// folder changes it; handles with a `cwd` are then restarted, not kept.
+    base_dir: Mutex<Option<PathBuf>>,
+}
+
+impl Dial {
+    pub fn new(base_dir: Option<PathBuf>) -> Self {
+        Self {
+            base_dir: Mutex::new(base_dir),
+        }
+    }
+
+    pub fn base_dir(&self) -> Option<PathBuf> {
+        lock(&self.base_dir).clone()
+    }
+
+    pub fn set_base_dir(&self, base_dir: Option<PathBuf>) {
+        *lock(&self.base_dir) = base_dir;
+    }
 }
 
 impl Connector for Dial {
@@ -100,8 +123,9 @@ impl Connector for Dial {
         shutdown: &CancellationToken,
         on_tools: ToolsSink,
     ) -> Result<(Connection, Vec<Tool>), UpstreamError> {
+        let base_dir = self.base_dir();
         // Boxed: opening covers every transport and is large; the task's future stays small.
-        Box::pin(Connection::open(spec, self.base_dir.as_deref(), shutdown, on_tools)).await
+        Box::pin(Connection::open(spec, base_dir.as_deref(), shutdown, on_tools)).await
     }
 }
 
@@ -237,6 +261,8 @@ struct Shared<C> {
     /// Cancelled at close: attempts in flight give up and end their process.
     shutdown: CancellationToken,
     events: Arc<Events>,
+    /// Handles a reload left out, until their calls in flight end and they close.
+    retiring: Mutex<tokio::task::JoinSet<()>>,
 }
 
 struct Live<S> {
@@ -258,9 +284,20 @@ struct Inner<S> {
 
 /// One server: its state, session and restart policy.
 pub(crate) struct Handle<C: Connector> {
+    /// The spec it was launched with (a reload that keeps the handle keeps its launch spec;
+    /// the other settings are the engine's to read from its config).
     pub spec: ServerSpec,
-    idle_timeout: Duration,
+    /// Milliseconds; a reload may change it without a restart.
+    idle_timeout_ms: AtomicU64,
     shared: Arc<Shared<C>>,
+    /// Cancelled when the supervisor closes or the handle's retirement ends: attempts in
+    /// flight give up, timers stop.
+    stop: CancellationToken,
+    /// Cancelled when a reload removed or replaced the server: no new session starts and its
+    /// tool lists are no longer reported.
+    retiring: CancellationToken,
+    /// Woken when the last call in flight ends (what a retirement waits for).
+    calls_done: Notify,
     state: watch::Sender<ServerState>,
     inner: Mutex<Inner<C::Session>>,
 }
@@ -280,6 +317,18 @@ pub(crate) struct Supervisor<C: Connector = Dial> {
     shared: Arc<Shared<C>>,
 }
 
+/// What [`Supervisor::reconcile`] did, by server name, each in config order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PoolChanges {
+    /// Same launch spec: the handle, its session and process carried over.
+    pub kept: Vec<String>,
+    /// Launch spec changed: a new handle; the old one is retired.
+    pub restarted: Vec<String>,
+    /// No longer configured: retired.
+    pub stopped: Vec<String>,
+    pub added: Vec<String>,
+}
+
 impl<C: Connector> std::fmt::Debug for Supervisor<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(&self.handles).finish()
@@ -294,27 +343,69 @@ impl<C: Connector> Supervisor<C> {
             slots: Semaphore::new(CONNECT_SLOTS),
             shutdown: CancellationToken::new(),
             events,
+            retiring: Mutex::default(),
         });
         let handles = specs
             .iter()
-            .map(|spec| {
-                Arc::new(Handle {
-                    idle_timeout: Duration::from_millis(spec.idle_timeout_ms(idle_default)),
-                    spec: spec.clone(),
-                    shared: shared.clone(),
-                    state: watch::channel(ServerState::Idle).0,
-                    inner: Mutex::new(Inner {
-                        live: None,
-                        failures: 0,
-                        in_flight: 0,
-                        last_used: Instant::now(),
-                        attempt: 0,
-                        settled_once: false,
-                    }),
-                })
-            })
+            .map(|spec| Handle::new(spec, idle_default, &shared))
             .collect();
         Self { handles, shared }
+    }
+
+    /// A supervisor over `specs` sharing this one's connector, slots and events: a handle
+    /// whose server `same_launch(old, new)` says is launched the same way is taken over as
+    /// it is (its idle timeout updated, and a server that failed as configured tried again);
+    /// the rest get new handles. Handles left out are retired in the background (see
+    /// [`Handle::retire`]); [`Supervisor::close`] of either supervisor ends them at once.
+    pub fn reconcile(
+        &self,
+        specs: &[ServerSpec],
+        idle_default: Option<u64>,
+        same_launch: impl Fn(&ServerSpec, &ServerSpec) -> bool,
+    ) -> (Self, PoolChanges) {
+        let mut changes = PoolChanges::default();
+        let mut taken = std::collections::HashSet::new();
+        let handles: Vec<_> = specs
+            .iter()
+            .map(|spec| match self.get(&spec.name) {
+                Some(old) if same_launch(&old.spec, spec) => {
+                    taken.insert(spec.name.as_str());
+                    old.idle_timeout_ms
+                        .store(spec.idle_timeout_ms(idle_default), Ordering::Relaxed);
+                    old.revive();
+                    changes.kept.push(spec.name.clone());
+                    old.clone()
+                }
+                old => {
+                    let list = if old.is_some() {
+                        &mut changes.restarted
+                    } else {
+                        &mut changes.added
+                    };
+                    list.push(spec.name.clone());
+                    Handle::new(spec, idle_default, &self.shared)
+                }
+            })
+            .collect();
+        let mut retiring = lock(&self.shared.retiring);
+        while retiring.try_join_next().is_some() {}
+        for old in self.handles.iter().filter(|h| !taken.contains(h.spec.name.as_str())) {
+            if !specs.iter().any(|s| s.name == old.spec.name) {
+                changes.stopped.push(old.spec.name.clone());
+            }
+            retiring.spawn(old.clone().retire());
+        }
+        drop(retiring);
+        let next = Self {
+            handles,
+            shared: self.shared.clone(),
+        };
+        (next, changes)
+    }
+
+    /// The connector every handle opens sessions with.
+    pub fn connector(&self) -> &C {
+        &self.shared.connector
     }
 
     pub fn handles(&self) -> impl Iterator<Item = &Arc<Handle<C>>> {
@@ -333,9 +424,10 @@ impl<C: Connector> Supervisor<C> {
     }
 
     /// Close every session and end every process group, concurrently; starts in flight give
-    /// up and end theirs.
+    /// up and end theirs, and handles still retiring end theirs at once.
     pub async fn close(&self) {
         self.shared.shutdown.cancel();
+        let mut retiring = std::mem::take(&mut *lock(&self.shared.retiring));
         let mut ending = tokio::task::JoinSet::new();
         for handle in &self.handles {
             let live = {
@@ -357,6 +449,7 @@ impl<C: Connector> Supervisor<C> {
             handle.wait_settled(left).await;
         }
         while ending.join_next().await.is_some() {}
+        while retiring.join_next().await.is_some() {}
     }
 }
 
@@ -368,10 +461,88 @@ impl<C: Connector> Drop for InFlight<'_, C> {
         let mut inner = self.0.lock();
         inner.in_flight -= 1;
         inner.last_used = Instant::now();
+        if inner.in_flight == 0 {
+            self.0.calls_done.notify_waiters();
+        }
     }
 }
 
 impl<C: Connector> Handle<C> {
+    fn new(spec: &ServerSpec, idle_default: Option<u64>, shared: &Arc<Shared<C>>) -> Arc<Self> {
+        Arc::new(Self {
+            idle_timeout_ms: AtomicU64::new(spec.idle_timeout_ms(idle_default)),
+            spec: spec.clone(),
+            shared: shared.clone(),
+            stop: shared.shutdown.child_token(),
+            retiring: CancellationToken::new(),
+            calls_done: Notify::new(),
+            state: watch::channel(ServerState::Idle).0,
+            inner: Mutex::new(Inner {
+                live: None,
+                failures: 0,
+                in_flight: 0,
+                last_used: Instant::now(),
+                attempt: 0,
+                settled_once: false,
+            }),
+        })
+    }
+
+    fn idle_timeout(&self) -> Duration {
+        Duration::from_millis(self.idle_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    /// A server that could not start as configured gets another chance when a reload keeps it
+    /// (what it needed, such as a variable or a file, may be there now).
+    fn revive(&self) {
+        let mut inner = self.lock();
+        if matches!(*self.state.borrow(), ServerState::Failed { .. }) {
+            inner.failures = 0;
+            self.state.send_replace(ServerState::Idle);
+        }
+    }
+
+    /// Leave the pool without dropping work: no new session starts and no tool list is
+    /// reported any more; once the calls in flight end (or the supervisor closes), the session
+    /// is closed and its process tree ended.
+    async fn retire(self: Arc<Self>) {
+        self.retiring.cancel();
+        loop {
+            let done = self.calls_done.notified();
+            let mut done = std::pin::pin!(done);
+            done.as_mut().enable();
+            if self.lock().in_flight == 0 {
+                break;
+            }
+            tokio::select! {
+                () = done => {}
+                () = self.stop.cancelled() => break,
+            }
+        }
+        self.stop.cancel();
+        let live = {
+            let mut inner = self.lock();
+            inner.attempt += 1;
+            self.state.send_replace(ServerState::Idle);
+            inner.live.take()
+        };
+        if let Some(live) = live {
+            tracing::info!(server = %self.spec.name, "closing a server the reload removed or replaced");
+            live.session.end().await;
+        }
+    }
+
+    /// Start an attempt, unless the server was retired: then say so.
+    fn connect_unless_retired(self: &Arc<Self>, inner: &mut Inner<C::Session>) -> Result<(), UpstreamError> {
+        if self.retiring.is_cancelled() {
+            return Err(UpstreamError::Failed {
+                reason: "the server was removed or changed by a config reload".to_owned(),
+            });
+        }
+        self.begin_connect(inner);
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner<C::Session>> {
         lock(&self.inner)
     }
@@ -450,7 +621,7 @@ impl<C: Connector> Handle<C> {
         loop {
             {
                 let mut inner = self.lock();
-                if self.shared.shutdown.is_cancelled() {
+                if self.stop.is_cancelled() && !self.retiring.is_cancelled() {
                     return Err(UpstreamError::ShuttingDown);
                 }
                 let state = changes.borrow_and_update().clone();
@@ -463,16 +634,16 @@ impl<C: Connector> Handle<C> {
                             self.lost_locked(&mut inner, &session, reason);
                             continue;
                         }
-                        None => self.begin_connect(&mut inner),
+                        None => self.connect_unless_retired(&mut inner)?,
                     },
                     ServerState::Connecting => {}
-                    ServerState::Idle | ServerState::Draining => self.begin_connect(&mut inner),
+                    ServerState::Idle | ServerState::Draining => self.connect_unless_retired(&mut inner)?,
                     ServerState::Backoff { reason, until } => {
                         let wait = until.saturating_duration_since(Instant::now());
                         if !wait.is_zero() {
                             return Err(UpstreamError::Unavailable { reason, retry_in: wait });
                         }
-                        self.begin_connect(&mut inner);
+                        self.connect_unless_retired(&mut inner)?;
                     }
                     ServerState::Failed { reason } => return Err(UpstreamError::Failed { reason }),
                 }
@@ -495,7 +666,7 @@ impl<C: Connector> Handle<C> {
             return;
         };
         tokio::spawn(live.session.end());
-        if self.shared.shutdown.is_cancelled() {
+        if self.stop.is_cancelled() {
             return;
         }
         let wait = after_loss(&mut inner.failures, live.opened.elapsed(), jitter());
@@ -510,7 +681,7 @@ impl<C: Connector> Handle<C> {
 
     /// Enter `connecting` and start an attempt in its own task.
     fn begin_connect(self: &Arc<Self>, inner: &mut Inner<C::Session>) {
-        if self.shared.shutdown.is_cancelled() {
+        if self.stop.is_cancelled() || self.retiring.is_cancelled() {
             return;
         }
         inner.attempt += 1;
@@ -523,7 +694,7 @@ impl<C: Connector> Handle<C> {
         inner.attempt += 1;
         let (attempt, until) = (inner.attempt, Instant::now() + wait);
         self.state.send_replace(ServerState::Backoff { reason, until });
-        let (handle, shutdown) = (Arc::downgrade(self), self.shared.shutdown.clone());
+        let (handle, shutdown) = (Arc::downgrade(self), self.stop.clone());
         tokio::spawn(async move {
             tokio::select! {
                 () = tokio::time::sleep_until(until) => {}
@@ -541,7 +712,12 @@ impl<C: Connector> Handle<C> {
     async fn connect(self: Arc<Self>, attempt: u64) {
         let shared = &self.shared;
         let (events, server) = (shared.events.clone(), self.spec.name.clone());
+        let retiring = self.retiring.clone();
         let on_tools: ToolsSink = Arc::new(move |tools| {
+            // A retired server's lists would land on the server that replaced it.
+            if retiring.is_cancelled() {
+                return;
+            }
             events.push(UpstreamEvent::Tools {
                 server: server.clone(),
                 tools,
@@ -549,17 +725,17 @@ impl<C: Connector> Handle<C> {
         });
         let outcome = with_slot(
             &shared.slots,
-            &shared.shutdown,
-            shared.connector.open(&self.spec, &shared.shutdown, on_tools),
+            &self.stop,
+            shared.connector.open(&self.spec, &self.stop, on_tools),
         )
         .await;
         let mut inner = self.lock();
         inner.settled_once = true;
-        let current = inner.attempt == attempt && !shared.shutdown.is_cancelled();
+        let current = inner.attempt == attempt && !self.stop.is_cancelled();
         match outcome {
             Ok((session, _)) if !current => {
                 tokio::spawn(Arc::new(session).end());
-                if shared.shutdown.is_cancelled() {
+                if self.stop.is_cancelled() {
                     self.state.send_replace(ServerState::Idle);
                 }
             }
@@ -572,15 +748,17 @@ impl<C: Connector> Handle<C> {
                 });
                 inner.last_used = Instant::now();
                 // Queued before `ready`: whoever sees the server ready finds its tools queued.
-                shared.events.push(UpstreamEvent::Tools {
-                    server: self.spec.name.clone(),
-                    tools,
-                });
+                if !self.retiring.is_cancelled() {
+                    shared.events.push(UpstreamEvent::Tools {
+                        server: self.spec.name.clone(),
+                        tools,
+                    });
+                }
                 self.state.send_replace(ServerState::Ready);
                 tokio::spawn(close_when_idle(Arc::downgrade(&self), Arc::downgrade(&session)));
             }
             Err(_) if !current => {
-                if shared.shutdown.is_cancelled() {
+                if self.stop.is_cancelled() {
                     self.state.send_replace(ServerState::Idle);
                 }
             }
@@ -601,7 +779,7 @@ impl<C: Connector> Handle<C> {
 }
 
 /// Run `work` holding a connect slot for at most [`SLOT_BUDGET`], then without one. An
-/// attempt still queued for a slot when the gateway shuts down never starts (`work` is not
+/// attempt still queued for a slot when its server stops (shutdown, reload) never starts (`work` is not
 /// polled, so no process is spawned only to be ended).
 async fn with_slot<T>(
     slots: &Semaphore,
@@ -631,12 +809,13 @@ async fn close_when_idle<C: Connector>(handle: Weak<Handle<C>>, session: Weak<C:
             if !holds(&inner, &session) {
                 return;
             }
+            let idle_timeout = handle.idle_timeout();
             let wake = if inner.in_flight == 0 {
-                inner.last_used + handle.idle_timeout
+                inner.last_used + idle_timeout
             } else {
-                Instant::now() + handle.idle_timeout
+                Instant::now() + idle_timeout
             };
-            (wake, handle.shared.shutdown.clone(), handle.idle_timeout)
+            (wake, handle.stop.clone(), idle_timeout)
         };
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}

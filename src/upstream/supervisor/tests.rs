@@ -37,10 +37,13 @@ impl Session for FakeSession {
     }
     async fn call(
         &self,
-        _params: CallToolRequestParams,
+        params: CallToolRequestParams,
         _timeout: Duration,
         _progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
+        if params.name == "slow" {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
         if self.is_closed() {
             return Err(UpstreamError::closed(self.explain_end()));
         }
@@ -296,4 +299,109 @@ fn after_loss_restarts_lasting_sessions_at_once_and_backs_off_short_ones() {
     assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(2));
     assert_eq!(after_loss(&mut failures, STABLE_SESSION, 0.5), Duration::ZERO);
     assert_eq!(after_loss(&mut failures, short, 0.5), Duration::from_secs(1));
+}
+
+fn with_command(name: &str, command: &str) -> ServerSpec {
+    let mut spec = spec(name, 60_000);
+    spec.connection.command = Some(command.into());
+    spec
+}
+
+fn same(old: &ServerSpec, new: &ServerSpec) -> bool {
+    old.name == new.name && old.connection.command == new.connection.command
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconcile_keeps_unchanged_handles_and_replaces_changed_removed_and_added_ones() {
+    let s = setup(&["kept", "changed", "removed"], vec![]);
+    for name in ["kept", "changed", "removed"] {
+        s.supervisor.get(name).unwrap().start();
+    }
+    settle().await;
+    let kept = s.supervisor.get("kept").unwrap().clone();
+    assert_eq!(kept.state(), ServerState::Ready);
+    let specs = [
+        with_command("kept", "x"),
+        with_command("changed", "y"),
+        with_command("added", "x"),
+    ];
+    let (next, changes) = s.supervisor.reconcile(&specs, None, same);
+    assert_eq!(changes.kept, ["kept"]);
+    assert_eq!(changes.restarted, ["changed"]);
+    assert_eq!(changes.stopped, ["removed"]);
+    assert_eq!(changes.added, ["added"]);
+    assert!(
+        Arc::ptr_eq(next.get("kept").unwrap(), &kept),
+        "the same handle, session and all"
+    );
+    assert_eq!(kept.state(), ServerState::Ready);
+    assert_eq!(next.get("changed").unwrap().state(), ServerState::Idle, "a new handle");
+    assert!(next.get("removed").is_none());
+    settle().await;
+    // Nothing was in flight: the replaced and the removed sessions end at once; the kept one lives.
+    assert_eq!(s.ended.load(Ordering::SeqCst), 2);
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 3, "nothing reconnected");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_removed_server_ends_only_after_its_call_in_flight_and_takes_no_new_ones() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    let calling = tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            handle
+                .call(CallToolRequestParams::new("slow"), Duration::from_secs(60), None)
+                .await
+        }
+    });
+    settle().await;
+    let (next, changes) = s.supervisor.reconcile(&[], None, same);
+    assert_eq!(changes.stopped, ["a"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(s.ended.load(Ordering::SeqCst), 0, "still serving the call in flight");
+    let late = handle.call(call_params(), Duration::from_secs(1), None).await;
+    assert!(late.is_ok(), "its session still answers while it drains: {late:?}");
+    assert!(calling.await.unwrap().is_ok(), "the call in flight completed");
+    settle().await;
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1, "closed once the call ended");
+    assert_eq!(handle.state(), ServerState::Idle);
+    match handle.call(call_params(), Duration::from_secs(1), None).await {
+        Err(CallError::Connect(UpstreamError::Failed { reason })) => assert!(reason.contains("reload"), "{reason}"),
+        other => panic!("a retired server must not start again: {other:?}"),
+    }
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 1);
+    next.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_ends_a_retiring_server_without_waiting_for_its_calls() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    let _calling = tokio::spawn({
+        let handle = handle.clone();
+        async move {
+            handle
+                .call(CallToolRequestParams::new("slow"), Duration::from_secs(60), None)
+                .await
+        }
+    });
+    settle().await;
+    let (next, _) = s.supervisor.reconcile(&[], None, same);
+    settle().await;
+    assert_eq!(s.ended.load(Ordering::SeqCst), 0);
+    next.close().await;
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kept_server_that_failed_as_configured_is_tried_again() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.state.send_replace(ServerState::Failed {
+        reason: "unset ${TOKEN}".into(),
+    });
+    let (_next, changes) = s.supervisor.reconcile(&[spec("a", 60_000)], None, same);
+    assert_eq!(changes.kept, ["a"]);
+    assert_eq!(handle.state(), ServerState::Idle);
 }
