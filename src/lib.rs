@@ -17,6 +17,7 @@
 //!             result caps
 //! audit    ── the JSON Lines log of every execute
 //! paths    ── platform cache/state directories, atomic writes
+//! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! gateway  ── the stdio MCP server exposing the five meta-tools
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
 //! node     ── napi bindings (thin: convert types, call the engine)
@@ -35,6 +36,7 @@ pub mod gateway;
 pub mod paths;
 pub mod rules;
 pub mod search;
+pub(crate) mod secrets;
 pub mod shutdown;
 pub(crate) mod upstream;
 

@@ -42,6 +42,7 @@ pub(super) struct State {
 impl State {
     pub fn new(config: Config) -> Self {
         let events = Arc::new(Events::default());
+        config.servers().iter().for_each(crate::secrets::register_spec);
         let dial = Dial {
             base_dir: config_dir(&config.origin),
         };
