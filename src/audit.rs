@@ -2,13 +2,23 @@
 //! directory and rotated by size.
 //!
 //! By default a line holds the argument *keys* only: values can carry secrets, so they are
-//! written only when `audit.includeArguments` is set. Writing never fails a call: an audit
-//! problem is logged once and the call goes on.
+//! written only when `audit.includeArguments` is set, and even then registered secrets are
+//! scrubbed (`crate::secrets`). Writing never fails a call: an audit problem is logged once and
+//! the call goes on.
+//!
+//! Several gateways (one per editor window) share the default file. Each append and each
+//! rotation runs under an advisory lock on a sibling `<file>.lock`, which is never renamed, and
+//! the writer checks under the lock that its open file is still the one at the path (another
+//! gateway may have rotated it away), reopening by path if not; so no line is written into a
+//! rotated or deleted file, and none is lost. The files are created owner-only (0600) on Unix.
 
+use std::fs::File;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+use fs4::fs_std::FileExt;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -42,11 +52,13 @@ pub struct AuditLog {
     state: Mutex<Writer>,
 }
 
-/// The open file and its size, so an append costs one `write`, not an open and a stat.
+/// The open lock and log files. An append costs a lock, a `stat` of the path, an `fstat` of
+/// the open file and one `write`: the size is read under the lock because other gateways
+/// append too.
 #[derive(Debug, Default)]
 struct Writer {
-    file: Option<std::fs::File>,
-    size: u64,
+    lock: Option<File>,
+    file: Option<File>,
     /// A write failure is reported once, not per call.
     reported: bool,
 }
@@ -100,7 +112,9 @@ impl AuditLog {
             error_code: outcome.err().map(crate::ErrorCode::as_str),
             duration_ms: (duration.as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
         };
-        let mut line = serde_json::to_vec(&entry).expect("an audit entry serializes: strings and numbers");
+        let line = serde_json::to_string(&entry).expect("an audit entry serializes: strings and numbers");
+        // A model may pass a key it saw as an argument (or a tool name); the file keeps none.
+        let mut line = crate::secrets::scrub(&line).into_owned().into_bytes();
         line.push(b'\n');
         let mut writer = self
             .state
@@ -109,6 +123,7 @@ impl AuditLog {
         if let Err(error) = self.append(&mut writer, &line) {
             // Reopen on the next call: the file may have been moved or its folder removed.
             writer.file = None;
+            writer.lock = None;
             if !writer.reported {
                 tracing::warn!(path = %self.path.display(), %error, "cannot write the audit log");
                 writer.reported = true;
@@ -116,31 +131,77 @@ impl AuditLog {
         }
     }
 
+    /// Append `line` under the cross-process lock, rotating first when it would pass
+    /// `max_bytes`.
     fn append(&self, writer: &mut Writer, line: &[u8]) -> std::io::Result<()> {
-        if writer.file.is_none() {
+        if writer.lock.is_none() {
             if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
+                crate::paths::create_private_dir_all(dir)?;
             }
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-            writer.size = file.metadata()?.len();
-            writer.file = Some(file);
+            writer.lock = Some(open_private(&suffixed(&self.path, ".lock"), false)?);
         }
-        if writer.size > 0 && writer.size + line.len() as u64 > self.max_bytes {
-            writer.file = None;
-            let mut rotated = self.path.clone().into_os_string();
-            rotated.push(".1");
-            std::fs::rename(&self.path, rotated)?;
-            writer.file = Some(std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?);
-            writer.size = 0;
-        }
-        writer
-            .file
-            .as_mut()
-            .expect("the file was opened above")
-            .write_all(line)?;
-        writer.size += line.len() as u64;
-        Ok(())
+        let lock = writer.lock.as_ref().expect("opened above");
+        lock.lock_exclusive()?;
+        let written = self.append_locked(writer, line);
+        // Not `File::unlock` (std 1.89+, above this crate's MSRV). Closing the file on an
+        // error also ends the lock.
+        let unlocked = FileExt::unlock(writer.lock.as_ref().expect("opened above"));
+        written.and(unlocked)
     }
+
+    /// The append itself; the caller holds the lock.
+    fn append_locked(&self, writer: &mut Writer, line: &[u8]) -> std::io::Result<()> {
+        if !writer.file.as_ref().is_some_and(|file| is_at_path(file, &self.path)) {
+            writer.file = Some(open_private(&self.path, true)?);
+        }
+        let size = writer.file.as_ref().expect("opened above").metadata()?.len();
+        if size > 0 && size + line.len() as u64 > self.max_bytes {
+            writer.file = None;
+            std::fs::rename(&self.path, suffixed(&self.path, ".1"))?;
+            writer.file = Some(open_private(&self.path, true)?);
+        }
+        writer.file.as_mut().expect("opened above").write_all(line)
+    }
+}
+
+/// `path` with `suffix` appended to its file name (`audit.jsonl` → `audit.jsonl.1`).
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Open (creating, owner-only on Unix) for appending, or for locking only.
+fn open_private(path: &Path, append: bool) -> std::io::Result<File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true).truncate(false);
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options.open(path)?;
+    crate::paths::make_private(&file)?;
+    Ok(file)
+}
+
+/// Whether `file` is still the file at `path` (not rotated away or deleted by another gateway).
+#[cfg(unix)]
+fn is_at_path(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+        _ => false,
+    }
+}
+
+/// Elsewhere the file's identity is not at hand through std: reopen by path on each append
+/// (still under the lock, so no line lands in a rotated file).
+#[cfg(not(unix))]
+fn is_at_path(_file: &File, _path: &Path) -> bool {
+    false
 }
 
 #[cfg(test)]

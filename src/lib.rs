@@ -17,6 +17,7 @@
 //!             result caps
 //! audit    ── the JSON Lines log of every execute
 //! paths    ── platform cache/state directories, atomic writes
+//! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! gateway  ── the stdio MCP server exposing the five meta-tools
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
 //! watch    ── live reload: the config's files watched while serving, a change reloads
@@ -36,6 +37,7 @@ pub mod gateway;
 pub mod paths;
 pub mod rules;
 pub mod search;
+pub(crate) mod secrets;
 pub mod shutdown;
 pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -1,6 +1,7 @@
 //! Where the gateway keeps files: the platform cache directory (catalog snapshots) and state
 //! directory (audit log), each overridable by an environment variable so tests and
-//! containers can point them elsewhere.
+//! containers can point them elsewhere. What it writes there says which tools a user has and
+//! what they ran, so on Unix the files are created owner-only (0600) and new folders 0700.
 
 use std::path::PathBuf;
 
@@ -39,15 +40,53 @@ pub enum Durability {
     Cache,
 }
 
+/// `create_dir_all`, with the folders it creates owner-only (0700) on Unix; existing ones are
+/// left as they are (the user may share them on purpose).
+pub fn create_private_dir_all(dir: &std::path::Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Take group and other permissions off a file of ours created before files were private.
+pub fn make_private(file: &std::fs::File) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata()?.permissions().mode();
+        if mode & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+    Ok(())
+}
+
 /// Write `bytes` to `path` atomically: a temporary file in the same folder, then a rename, so
-/// readers see the old or the new content and never half of one.
+/// readers see the old or the new content and never half of one. The file is owner-only on
+/// Unix (the temporary one is created so, and the rename keeps it).
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
     use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    // Two writers in one process (two engines of the Node API) must not share a temporary file.
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    create_private_dir_all(dir)?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let mut file = std::fs::File::create(&temp)?;
+    let temp = dir.join(format!(
+        ".{name}.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&temp)?;
+    make_private(&file)?;
     file.write_all(bytes)?;
     if durability == Durability::Durable {
         file.sync_all()?;
@@ -74,5 +113,17 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["snapshot.json"]);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_and_new_folders_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new/snapshot.json");
+        write_atomic(&path, b"x", Durability::Cache).unwrap();
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(path.parent().unwrap()), 0o700);
     }
 }

@@ -78,9 +78,7 @@ impl SnapshotStore {
         match parse(&bytes, spec) {
             Ok(file) => Some(Snapshot {
                 tools: file.tools,
-                age: SystemTime::now()
-                    .duration_since(UNIX_EPOCH + Duration::from_millis(file.saved_at_ms))
-                    .unwrap_or_default(),
+                age: age(file.saved_at_ms, SystemTime::now()),
             }),
             Err(reason) => {
                 tracing::warn!(server = %spec.name, path = %path.display(), %reason, "ignoring catalog snapshot");
@@ -100,9 +98,13 @@ impl SnapshotStore {
             tools: tools.to_vec(),
         };
         let path = self.path(spec);
-        let written = serde_json::to_vec(&file)
+        // Tools arrive scrubbed; this catches a secret registered since (another server's).
+        let written = serde_json::to_string(&file)
             .map_err(std::io::Error::other)
-            .and_then(|bytes| crate::paths::write_atomic(&path, &bytes, crate::paths::Durability::Cache));
+            .and_then(|text| {
+                let text = crate::secrets::scrub(&text);
+                crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache)
+            });
         if let Err(error) = written {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }
@@ -132,6 +134,14 @@ fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, Unusable> {
         return Err(Unusable::OtherServer);
     }
     Ok(file)
+}
+
+/// How old a snapshot saved at `saved_at_ms` is at `now`. One from the future (a clock set
+/// back, a file copied from another machine, or forged to be served forever) is as old as can
+/// be: stale, never fresh.
+fn age(saved_at_ms: u64, now: SystemTime) -> Duration {
+    now.duration_since(UNIX_EPOCH + Duration::from_millis(saved_at_ms))
+        .unwrap_or(Duration::MAX)
 }
 
 fn now_ms() -> u64 {
@@ -210,6 +220,18 @@ mod tests {
             "fingerprint": fingerprint(&spec("node")), "savedAtMs": 0, "tools": [] });
         std::fs::write(&path, foreign.to_string()).unwrap();
         assert!(store.load(&spec("node")).is_none());
+    }
+
+    #[test]
+    fn a_snapshot_from_the_future_is_stale() {
+        let now = SystemTime::now();
+        let now_ms = u64::try_from(now.duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap();
+        let past = age(now_ms - 1_000, now);
+        assert!(
+            past >= Duration::from_secs(1) && past < Duration::from_secs(2),
+            "{past:?}"
+        );
+        assert_eq!(age(now_ms + 60_000, now), Duration::MAX);
     }
 
     #[test]

@@ -39,6 +39,10 @@ struct Cli {
     /// Log filter for stderr, e.g. `debug` or `discovery=trace`.
     #[arg(long, global = true, value_name = "FILTER", env = "ANYGPT_LOG")]
     log_level: Option<String>,
+    /// Let debug logs show `execute_tool` argument values and the MCP messages rmcp dumps at
+    /// debug and trace (off: argument keys only; registered secrets are scrubbed either way).
+    #[arg(long, global = true)]
+    log_arguments: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -95,7 +99,8 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
             return code;
         }
     };
-    init_logging(cli.log_level.as_deref());
+    crate::secrets::set_log_arguments(cli.log_arguments);
+    init_logging(cli.log_level.as_deref(), cli.log_arguments);
     let load_config = || {
         resolve_config(cli.config.as_ref(), config_object).map_err(|message| {
             eprintln!("error: {message}");
@@ -145,8 +150,9 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate
     Ok(Config::empty())
 }
 
-/// stderr for log lines, with remote servers' secrets scrubbed (`engine::scrub_secrets`):
-/// libraries log errors that quote a server's URL, API key and all. The logger makes one
+/// stderr for log lines, with every registered secret scrubbed (`engine::scrub_secrets`):
+/// libraries log errors that quote a server's URL, API key and all, and servers print their
+/// own tokens to stderr. The logger makes one
 /// writer per event; it holds the event's bytes and writes them scrubbed when flushed or
 /// dropped, so a secret split across writes is still found.
 #[derive(Default)]
@@ -176,15 +182,24 @@ impl Drop for ScrubbedStderr {
     }
 }
 
-fn init_logging(filter: Option<&str>) {
+fn init_logging(filter: Option<&str>, log_arguments: bool) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("discovery=info,warn"))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("discovery=info,warn"));
+    // rmcp's service loop dumps whole messages at debug and trace (`received request` with
+    // every argument value, `response message` with every result): only on request.
+    let no_message_dumps = tracing_subscriber::filter::filter_fn(move |meta| {
+        log_arguments || !(meta.target().starts_with("rmcp::service") && *meta.level() > tracing::Level::INFO)
+    });
     // stdout is the MCP channel: logs only ever go to stderr. A second init (tests, repeated
     // runs inside one Node process) keeps the first subscriber.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let layer = tracing_subscriber::fmt::layer()
         .with_writer(ScrubbedStderr::default)
         .with_ansi(false)
         .with_target(false)
-        .try_init();
+        .with_filter(filter)
+        .with_filter(no_message_dumps);
+    let _ = tracing_subscriber::registry().with(layer).try_init();
 }

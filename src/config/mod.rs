@@ -351,8 +351,10 @@ impl Config {
         }
     }
 
-    /// The config as written, with every `env` and `headers` value that could hold a secret
-    /// replaced by `***` (values that only reference a variable are kept).
+    /// The config as written, secrets replaced by `***`: every `env` and `headers` value,
+    /// a URL's password and secret query values, and credential arguments (`--token=…`,
+    /// key-shaped values), by the rules of `crate::secrets`. Values that only reference a
+    /// variable (`${TOKEN}`) are kept: they name a secret, they are not one.
     #[must_use]
     pub fn redacted(&self) -> Value {
         let mut section = self.discovery.clone();
@@ -360,11 +362,18 @@ impl Config {
             let conn = &mut server.connection;
             for value in conn.env.values_mut().chain(conn.headers.values_mut()) {
                 if !expand::is_single_reference(value) {
-                    "***".clone_into(value);
+                    crate::secrets::MASK.clone_into(value);
                 }
             }
+            conn.args = crate::secrets::redact_args(&conn.args);
+            if let Some(url) = &mut conn.url {
+                *url = crate::secrets::redact_url(url);
+            }
         }
-        serde_json::json!({ "discovery": section })
+        let mut shown = serde_json::json!({ "discovery": section });
+        // Anything else that quotes a secret already registered (a description, a `cwd`).
+        crate::secrets::scrub_json(&mut shown);
+        shown
     }
 }
 

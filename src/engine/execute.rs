@@ -22,6 +22,7 @@ impl State {
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
         static NO_ARGUMENTS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| Value::Object(JsonObject::new()));
+        log_call(server, tool, arguments);
         let handle = self.server(server)?;
         // The tool may wait for its server's first tool list: an abort must not wait with it.
         let cancel = options.cancel.clone().unwrap_or_default();
@@ -73,6 +74,24 @@ impl State {
             };
             audit.record(server, tool, arguments, outcome, started.elapsed());
         }
+    }
+}
+
+/// A debug line per call: the argument keys, as the audit log has them; values only under
+/// `--log-arguments` (they can carry anything the model passes on).
+fn log_call(server: &str, tool: &str, arguments: Option<&Value>) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    let arguments = arguments.and_then(Value::as_object);
+    if crate::secrets::log_arguments() {
+        let values = arguments.map(|a| Value::Object(a.clone())).unwrap_or_default();
+        tracing::debug!(%server, %tool, arguments = %values, "execute_tool");
+    } else {
+        let keys: Vec<&str> = arguments
+            .map(|a| a.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        tracing::debug!(%server, %tool, argument_keys = ?keys, "execute_tool");
     }
 }
 

@@ -82,6 +82,8 @@ impl State {
     }
 
     fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
+        // Secrets are known from the moment a config is, before any server launches or logs.
+        config.servers().iter().for_each(crate::secrets::register_spec);
         Self {
             specs: config
                 .servers()

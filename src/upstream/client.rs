@@ -57,7 +57,8 @@ impl ClientHandler for UpstreamClient {
             sink(ProgressUpdate {
                 progress: params.progress,
                 total: params.total,
-                message: params.message,
+                // Forwarded to the gateway's client: a server may narrate with its token.
+                message: params.message.map(|m| crate::secrets::scrub(&m).into_owned()),
             });
         }
     }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, ProgressToken,
-    RequestId, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock,
+    ProgressToken, RequestId, ResourceContents, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::RoleClient;
@@ -32,6 +32,7 @@ use super::process::ProcessGroup;
 use super::stdio::BlockedSince;
 use super::{lines, remote, stdio, url_text};
 use crate::config::{ServerSpec, TransportKind};
+use crate::secrets;
 
 /// How long closing stdin may take before the group is signalled.
 const CLOSE_GRACE: Duration = Duration::from_millis(300);
@@ -116,7 +117,8 @@ impl Connection {
             }
         };
         match outcome {
-            Ok((service, tools)) => {
+            Ok((service, mut tools)) => {
+                scrub_tools(&mut tools);
                 let stop = CancellationToken::new();
                 tokio::spawn(relist_on_change(
                     service.peer().clone(),
@@ -203,7 +205,10 @@ impl Connection {
                 what: "no answer",
                 limit: timeout,
             }),
-            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(ServerResult::CallToolResult(mut result))) => {
+                scrub_result(&mut result);
+                Ok(result)
+            }
             Ok(Ok(_)) => Err(UpstreamError::protocol(
                 "the server answered tools/call with another result type",
             )),
@@ -281,7 +286,8 @@ async fn relist_on_change(
         let listed_at = tokio::time::Instant::now();
         // Bounded: a server that never answers must not stall every later re-list.
         match tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer)).await {
-            Ok(Ok(tools)) => {
+            Ok(Ok(mut tools)) => {
+                scrub_tools(&mut tools);
                 tracing::info!(%server, tools = tools.len(), "listed tools again after tools/list_changed");
                 on_tools(tools);
             }
@@ -301,12 +307,60 @@ async fn relist_on_change(
 }
 
 /// An error text fit for the model's context: a remote server's URL without its secrets
-/// (rmcp's HTTP errors quote the whole URL), and no header secret either (a server may quote
-/// the key it was sent).
+/// (rmcp's HTTP errors quote the whole URL), and no registered secret either (a server may
+/// quote the key it was sent, or the `--token` it was started with).
 pub(super) fn shown_error(url: Option<&Url>, text: &str) -> String {
     match url {
-        Some(url) => url_text::scrub_known(&url_text::redact(text, url)).into_owned(),
-        None => text.to_owned(),
+        Some(url) => secrets::scrub(&url_text::redact(text, url)).into_owned(),
+        None => secrets::scrub(text).into_owned(),
+    }
+}
+
+/// A tool's result without registered secrets in its texts: a server may echo its token (a
+/// `printEnv` tool, a read of its `.env`). Images, audio and blobs are data, left alone.
+fn scrub_result(result: &mut CallToolResult) {
+    if !secrets::any_registered() {
+        return;
+    }
+    for block in &mut result.content {
+        match block {
+            ContentBlock::Text(content) => secrets::scrub_in_place(&mut content.text),
+            ContentBlock::Resource(embedded) => {
+                if let ResourceContents::TextResourceContents { text, .. } = &mut embedded.resource {
+                    secrets::scrub_in_place(text);
+                }
+            }
+            // Images, audio, links, and kinds a later protocol adds.
+            _ => {}
+        }
+    }
+    if let Some(structured) = &mut result.structured_content {
+        secrets::scrub_json(structured);
+    }
+}
+
+/// Tools as the model and the snapshot see them, without registered secrets in their names,
+/// titles, descriptions or schemas (a server may document its own key as a default).
+fn scrub_tools(tools: &mut [Tool]) {
+    if !secrets::any_registered() {
+        return;
+    }
+    for tool in tools {
+        if let std::borrow::Cow::Owned(name) = secrets::scrub(&tool.name) {
+            tool.name = name.into();
+        }
+        if let Some(title) = &mut tool.title {
+            secrets::scrub_in_place(title);
+        }
+        if let Some(description) = &mut tool.description {
+            if let std::borrow::Cow::Owned(clean) = secrets::scrub(description) {
+                *description = clean.into();
+            }
+        }
+        secrets::scrub_map(Arc::make_mut(&mut tool.input_schema));
+        if let Some(schema) = &mut tool.output_schema {
+            secrets::scrub_map(Arc::make_mut(schema));
+        }
     }
 }
 

@@ -186,7 +186,8 @@ impl LineSplitter {
     }
 
     fn take(&mut self) -> String {
-        let mut text = scrub(&String::from_utf8_lossy(&self.line));
+        // Secrets out before anything cuts the line: a cut key is no longer found whole.
+        let mut text = crate::secrets::scrub(&scrub(&String::from_utf8_lossy(&self.line))).into_owned();
         if self.cut > 0 {
             use std::fmt::Write;
             let total = self.line.len() + self.cut;

@@ -1,7 +1,7 @@
 //! Why a downstream server could not be reached or did not answer, as a typed value.
 //!
 //! Every text held here can reach the model (through a server's status or an error body), so
-//! each is cut to [`MAX_TEXT_BYTES`] with a marker when built, and none is a `Debug` rendering
+//! each is scrubbed of registered secrets and cut to [`MAX_TEXT_BYTES`] with a marker when built, and none is a `Debug` rendering
 //! (rmcp's transport errors name their Rust types, thousands of characters long).
 
 use std::time::Duration;
@@ -90,11 +90,12 @@ impl UpstreamError {
     }
 }
 
-/// `text` cut to [`MAX_TEXT_BYTES`] at a character boundary, with a marker saying how much
-/// was left out.
+/// `text` without registered secrets, cut to [`MAX_TEXT_BYTES`] at a character boundary with
+/// a marker saying how much was left out. Scrubbed first: a cut through a key would leave its
+/// start, which no whole-token scrub finds afterwards.
 #[must_use]
 pub fn clip(text: &str) -> String {
-    clip_to(text, MAX_TEXT_BYTES)
+    clip_to(&crate::secrets::scrub(text), MAX_TEXT_BYTES)
 }
 
 fn clip_to(text: &str, max: usize) -> String {

@@ -9,7 +9,8 @@
 //! - transports: `stdio` spawns a server and watches its pipes, `lines` frames its messages;
 //!   `remote` dials HTTP servers — `http` under rmcp's streamable-HTTP client (lost sessions
 //!   as real servers report them), `sse` the legacy HTTP+SSE transport it falls back to,
-//!   `url_text` how their URLs and errors are shown;
+//!   `url_text` how their URLs and errors are shown; every transport registers its spec's
+//!   secrets with `crate::secrets` when it expands the spec, and texts leave here scrubbed;
 //! - `client`: the MCP client we present to a server and the handshake every transport ends
 //!   in, below both the transports and `connection`;
 //! - `connection`: one live rmcp client session — open, call with progress routing, re-list
@@ -37,10 +38,10 @@ mod stdio;
 mod supervisor;
 mod url_text;
 
+pub use crate::secrets::scrub as scrub_known;
 pub use client::{ProgressSink, ProgressUpdate};
 pub use error::UpstreamError;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
-pub use url_text::scrub_known;
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -15,8 +15,8 @@ use super::client::{handshake, Failure, Session, UpstreamClient};
 use super::error::UpstreamError;
 use super::http::HttpClient;
 use super::sse::SseTransport;
-use super::url_text;
 use crate::config::{expand, ServerSpec};
+use crate::secrets;
 
 /// Longest wait between two attempts to reopen a remote server's event stream.
 const MAX_STREAM_RETRY_DELAY: Duration = Duration::from_secs(30);
@@ -35,13 +35,8 @@ impl Remote {
         let url = expand::expand_env(spec.connection.url.as_deref().unwrap_or_default())
             .map_err(|e| UpstreamError::spec("url", e))?;
         let url = Url::parse(&url).map_err(|e| UpstreamError::spec("url", e))?;
-        let headers = http_headers(spec)?;
-        url_text::remember_secrets(
-            &url,
-            headers
-                .iter()
-                .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?))),
-        );
+        let (headers, header_secrets) = http_headers(spec)?;
+        secrets::register_remote(&spec.name, &url, header_secrets);
         Ok(Self {
             server: spec.name.clone(),
             url,
@@ -136,19 +131,25 @@ fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableH
     StreamableHttpClientTransport::with_client(http, config)
 }
 
-/// `connection.headers` with `${VAR}` expanded, checked as HTTP headers.
-fn http_headers(spec: &ServerSpec) -> Result<HeaderMap, UpstreamError> {
+/// `connection.headers` with `${VAR}` expanded, checked as HTTP headers, and the secrets
+/// among their values.
+fn http_headers(spec: &ServerSpec) -> Result<(HeaderMap, Vec<String>), UpstreamError> {
     let mut headers = HeaderMap::new();
-    for (name, value) in &spec.connection.headers {
+    let mut found = Vec::new();
+    for (name, written) in &spec.connection.headers {
         let field = || format!("headers.{name}");
-        let value = expand::expand_env(value).map_err(|e| UpstreamError::spec(field(), e))?;
+        let value = expand::expand_env(written).map_err(|e| UpstreamError::spec(field(), e))?;
         let header = HeaderName::try_from(name.as_str()).map_err(|e| UpstreamError::spec(field(), e))?;
         // The value may be a secret: say what is wrong without echoing it.
-        let value =
-            HeaderValue::try_from(value).map_err(|_| UpstreamError::spec(field(), "not a valid header value"))?;
-        headers.insert(header, value);
+        let mut header_value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| UpstreamError::spec(field(), "not a valid header value"))?;
+        // `Debug` of a sensitive value prints `Sensitive`, so no trace of a request shows it.
+        let secret = secrets::setting_secrets_named(name, written, &value);
+        header_value.set_sensitive(!secret.is_empty());
+        found.extend(secret);
+        headers.insert(header, header_value);
     }
-    Ok(headers)
+    Ok((headers, found))
 }
 
 /// The HTTP client for remote servers. Redirects are followed only within one origin:

@@ -16,6 +16,7 @@ use super::diagnostics::{Diagnostics, StdoutTap};
 use super::error::UpstreamError;
 use super::process::{self, ProcessGroup};
 use crate::config::{expand, ServerSpec};
+use crate::secrets::{self, ExposeSecret, SecretString};
 
 /// A started server: its process group, what it says, and its pipes.
 pub(super) struct Spawned {
@@ -56,11 +57,26 @@ fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWr
             .map_or(program, |p| p.to_string_lossy().into_owned())
     };
     let mut command = tokio::process::Command::new(&program);
-    for (i, arg) in conn.args.iter().enumerate() {
-        command.arg(expand(&format!("args[{i}]"), arg)?);
-    }
+    let args = conn
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| expand(&format!("args[{i}]"), arg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut env = Vec::with_capacity(conn.env.len());
     for (key, value) in &conn.env {
-        command.env(key, expand(&format!("env.{key}"), value)?);
+        env.push((key, value, SecretString::from(expand(&format!("env.{key}"), value)?)));
+    }
+    // Before the process can print anything: its first stderr line may quote them.
+    secrets::register_stdio(
+        &spec.name,
+        &args,
+        env.iter()
+            .map(|(key, written, value)| (key.as_str(), written.as_str(), value.expose_secret())),
+    );
+    command.args(&args);
+    for (key, _, value) in &env {
+        command.env(key, value.expose_secret());
     }
     if let Some(cwd) = &conn.cwd {
         let cwd = Path::new(&expand("cwd", cwd)?).to_path_buf();

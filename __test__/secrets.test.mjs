@@ -1,0 +1,182 @@
+// Secrets of stdio servers never leave the gateway: a server started with `API_TOKEN=sk-live-…`
+// in its env and `--token=…` / `--api-key …` on its command line, which quotes them in its tool
+// descriptions, results, errors, stderr and dying words (fixtures/leaky-server.mjs), is driven
+// through the real bin with the official client. The secrets must be absent from every answer,
+// every log line at trace level, getConfig(), the audit file and the snapshot files.
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { DiscoveryEngine } from '../index.js';
+import { bin, call, connect, root, tempDir, writeConfig } from './helpers.mjs';
+
+const leaky = join(root, '__test__/fixtures/leaky-server.mjs');
+const ENV_TOKEN = 'sk-live-4f9a8b7c6d5e4f3a2b1c';
+const FLAG_TOKEN = 'tok-9z8y7x6w5v';
+const API_KEY = 'k3y-a1b2c3d4e5';
+const EXPANDED = 'sk-live-expanded-77aa88bb99cc';
+const SECRETS = [ENV_TOKEN, FLAG_TOKEN, API_KEY, EXPANDED];
+
+const server = (name, args, env) => ({
+  name,
+  connection: { command: process.execPath, args: [leaky, ...args], env },
+});
+
+const config = {
+  discovery: {
+    servers: [
+      server('leaky', [`--token=${FLAG_TOKEN}`, '--api-key', API_KEY], { API_TOKEN: ENV_TOKEN }),
+      server('dying', ['--die-at-start', `--token=${FLAG_TOKEN}`], { API_TOKEN: ENV_TOKEN }),
+      // Expanded at launch from the gateway's own environment: registered as expanded.
+      server('expanded', [], { API_TOKEN: '${LEAKY_EXPANDED_TOKEN}' }),
+    ],
+    // Values in the audit file too: the model passes a secret it should not have.
+    audit: { includeArguments: true },
+  },
+};
+
+function assertNoSecret(text, where) {
+  for (const secret of SECRETS) {
+    assert.ok(!text.includes(secret), `${where} holds ${secret}:\n${text.slice(0, 4000)}`);
+  }
+}
+
+test('no secret of a stdio server reaches an answer, a log line, getConfig, the audit log or a snapshot', async () => {
+  const cacheDir = tempDir('anygpt-discovery-cache-');
+  const stateDir = tempDir('anygpt-discovery-state-');
+  const gateway = await connect(process.execPath, [bin, '--config', writeConfig(config), '--log-level', 'trace'], {
+    ANYGPT_DISCOVERY_CACHE_DIR: cacheDir,
+    ANYGPT_DISCOVERY_STATE_DIR: stateDir,
+    LEAKY_EXPANDED_TOKEN: EXPANDED,
+  });
+  const answers = [];
+  const ask = async (name, args) => {
+    const answer = await call(gateway.client, name, args);
+    answers.push(JSON.stringify(answer.result));
+    return answer.body;
+  };
+  try {
+    const servers = await ask('list_mcp_servers');
+    const dying = servers.servers.find((s) => s.name === 'dying');
+    assert.equal(dying.status, 'error', JSON.stringify(dying));
+    assert.match(dying.error, /\*\*\*/, 'the dying words are kept, the token masked');
+
+    await ask('search_tools', { query: 'token belongs' });
+    await ask('list_tools', { server: 'leaky' });
+    const whoami = await ask('get_tool_details', { server: 'leaky', tool: 'whoami' });
+    assert.equal(whoami.description, 'Who the token *** belongs to.');
+
+    const leak = await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'leaky', tool: 'leak', arguments: { note: ENV_TOKEN } },
+    });
+    answers.push(JSON.stringify(leak));
+    assert.equal(leak.content[0].text, `API_TOKEN=***; argv: --token=*** --api-key ***`);
+
+    const fail = await ask('execute_tool', { server: 'leaky', tool: 'fail' });
+    assert.equal(fail.error.code, 'TOOL_EXECUTION_ERROR');
+    assert.match(fail.error.message, /refused token \*\*\* \(started as: --token=\*\*\* --api-key \*\*\*\)/);
+
+    const crash = await ask('execute_tool', { server: 'leaky', tool: 'crash' });
+    assert.equal(crash.error.code, 'TOOL_EXECUTION_ERROR');
+
+    const unreachable = await ask('execute_tool', { server: 'dying', tool: 'ping' });
+    assert.equal(unreachable.error.code, 'SERVER_CONNECTION_ERROR');
+    assert.match(unreachable.error.message, /\*\*\*/);
+
+    const expanded = await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'expanded', tool: 'whoami' },
+    });
+    answers.push(JSON.stringify(expanded));
+    assert.equal(expanded.content[0].text, 'you are the holder of ***');
+  } finally {
+    await gateway.client.close();
+  }
+
+  for (const [i, answer] of answers.entries()) assertNoSecret(answer, `answer ${i}`);
+
+  const stderr = gateway.stderr();
+  assert.match(stderr, /DEBUG/, 'the log ran at trace level (what it emits is DEBUG here)');
+  assert.match(stderr, /\[leaky\] start: API_TOKEN=\*\*\* args: --token=\*\*\* --api-key \*\*\*/, stderr.slice(0, 2000));
+  assertNoSecret(stderr, 'stderr');
+  // rmcp's message dumps (argument values) need --log-arguments.
+  assert.ok(!stderr.includes('received request'), 'no message dump without --log-arguments');
+
+  const audit = readFileSync(join(stateDir, 'audit.jsonl'), 'utf8');
+  assert.ok(audit.split('\n').filter(Boolean).length >= 5, audit);
+  assert.match(audit, /"note":"\*\*\*"/);
+  assertNoSecret(audit, 'the audit log');
+
+  const catalog = join(cacheDir, 'catalog');
+  const snapshots = readdirSync(catalog).filter((name) => name.endsWith('.json'));
+  assert.ok(snapshots.some((name) => name.startsWith('leaky-')), snapshots.join());
+  for (const name of snapshots) {
+    const bytes = readFileSync(join(catalog, name), 'utf8');
+    assertNoSecret(bytes, `snapshot ${name}`);
+    if (name.startsWith('leaky-')) assert.match(bytes, /Who the token \*\*\* belongs to/);
+  }
+});
+
+test('getConfig() hides env values, URL credentials and credential arguments, keeps references', () => {
+  const engine = new DiscoveryEngine({
+    discovery: {
+      servers: [
+        ...config.discovery.servers,
+        {
+          name: 'remote',
+          connection: {
+            type: 'http',
+            url: `https://user:${API_KEY}@api.example.com/mcp?api_key=${ENV_TOKEN}&format=json`,
+            headers: { Authorization: `Bearer ${FLAG_TOKEN}`, 'X-Ref': '${SOME_TOKEN}' },
+          },
+        },
+      ],
+    },
+  });
+  const shown = engine.getConfig();
+  const text = JSON.stringify(shown);
+  assertNoSecret(text, 'getConfig()');
+  const [leakyShown, , expandedShown, remoteShown] = shown.discovery.servers;
+  assert.deepEqual(leakyShown.connection.args.slice(1), ['--token=***', '--api-key', '***']);
+  assert.equal(leakyShown.connection.env.API_TOKEN, '***');
+  assert.equal(expandedShown.connection.env.API_TOKEN, '${LEAKY_EXPANDED_TOKEN}');
+  assert.equal(remoteShown.connection.url, 'https://user:***@api.example.com/mcp?api_key=***&format=json');
+  assert.equal(remoteShown.connection.headers['X-Ref'], '${SOME_TOKEN}');
+});
+
+test('--log-arguments lets debug logs show argument values (secrets still masked)', async () => {
+  const gateway = await connect(
+    process.execPath,
+    [bin, '--config', writeConfig(config), '--log-level', 'debug', '--log-arguments'],
+    { LEAKY_EXPANDED_TOKEN: EXPANDED },
+  );
+  try {
+    await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'leaky', tool: 'ping', arguments: { note: 'visible-value', other: ENV_TOKEN } },
+    });
+  } finally {
+    await gateway.client.close();
+  }
+  const stderr = gateway.stderr();
+  assert.match(stderr, /visible-value/);
+  assertNoSecret(stderr, 'stderr with --log-arguments');
+});
+
+test('without --log-arguments debug logs show argument keys, never values', async () => {
+  const gateway = await connect(process.execPath, [bin, '--config', writeConfig(config), '--log-level', 'debug'], {
+    LEAKY_EXPANDED_TOKEN: EXPANDED,
+  });
+  try {
+    await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'leaky', tool: 'ping', arguments: { note: 'hidden-value' } },
+    });
+  } finally {
+    await gateway.client.close();
+  }
+  const stderr = gateway.stderr();
+  assert.match(stderr, /execute_tool.*argument_keys=\["note"\]/);
+  assert.ok(!stderr.includes('hidden-value'), stderr.slice(0, 4000));
+});

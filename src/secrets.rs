@@ -1,0 +1,863 @@
+//! Secrets of every transport, one mechanism: what counts as a secret in a server's launch
+//! spec, the process-wide register of them, and scrubbing them out of any text.
+//!
+//! A gateway holds every credential its servers need, and servers quote them back: a stdio
+//! server echoes its `--token=…` in a usage error, a remote one its key in a 401 body. So when a
+//! server's spec is expanded for a launch, every value that may be a credential — `env` and
+//! `headers` values, a URL's password and query values, arguments that look like credentials —
+//! is registered as a secret of that server ([`register`]), and [`scrub`] replaces each of them
+//! by `***` wherever it appears whole: errors and statuses the model sees, tool results, log
+//! lines, the audit log and snapshots. [`redact_args`] and [`redact_url`] do the same for the
+//! config as written (`getConfig()`), where `${VAR}` references are kept.
+//!
+//! The rules (each unit-tested below) trade recall for not eating ordinary words:
+//! - a value is never a secret when it is short (< [`MIN_SECRET_CHARS`]), a number, a boolean,
+//!   or a path (`1`, `true`, `/usr/bin`);
+//! - under a name that says credential (`API_KEY`, `x-auth-token`, `--password`) anything else
+//!   is one;
+//! - an unnamed `env`/header/query value is one when it looks like a key or mixes letters and
+//!   digits (`Tr0ub4dor&3`), never when it is a plain word (`production`) or a version;
+//! - an unnamed argument only when it is shaped like a key: a known prefix (`sk-`, `ghp_`…) or
+//!   16+ characters of a key's alphabet mixing letters and digits — arguments are mostly
+//!   package names and paths, which must stay readable;
+//! - only whole tokens are replaced, so `json` registered never blanks "jsonl".
+//!
+//! Registered values are held as [`SecretString`]s, whose `Debug` prints `[REDACTED]` and
+//! which have no `Display`, so a new log line cannot print one by accident.
+
+use std::borrow::Cow;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use aho_corasick::AhoCorasick;
+use reqwest::Url;
+pub use secrecy::{ExposeSecret, SecretString};
+
+/// Shortest value ever taken for a secret: shorter ones are not keys, and would blank out
+/// parts of ordinary text.
+pub const MIN_SECRET_CHARS: usize = 4;
+/// Shortest value taken for a key by its shape alone.
+const MIN_KEY_SHAPED_CHARS: usize = 16;
+/// Characters after a known prefix for a value to count as a key (`sk-` alone is not one).
+const MIN_AFTER_PREFIX: usize = 8;
+/// What replaces a secret.
+pub const MASK: &str = "***";
+
+/// Prefixes of well-known API keys and tokens: `OpenAI`, Stripe, `GitHub`, `GitLab`, Slack, AWS,
+/// Google, Hugging Face, npm, `PyPI`, Shopify, `SendGrid`, `DigitalOcean`, Linear, Notion.
+const KEY_PREFIXES: &[&str] = &[
+    "sk-",
+    "sk_",
+    "pk_",
+    "rk_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "xoxs-",
+    "xapp-",
+    "AKIA",
+    "ASIA",
+    "AIza",
+    "ya29.",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "shpat_",
+    "SG.",
+    "dop_v1_",
+    "lin_api_",
+    "ntn_",
+    "secret_",
+];
+
+/// Words that, as a part of a name (`GITHUB_TOKEN`, `x-api-key`, `clientSecret`), say the
+/// value is a credential.
+const SECRET_WORDS: &[&str] = &[
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "session",
+    "sessionid",
+    "sig",
+    "signature",
+    "jwt",
+    "cookie",
+    "bearer",
+    "pat",
+    "private",
+];
+
+/// Values that are ordinary settings whatever their name (`AUTH_ENABLED=true`).
+const ORDINARY_WORDS: &[&str] = &[
+    "true",
+    "false",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "null",
+    "none",
+    "undefined",
+    "enabled",
+    "disabled",
+    "required",
+    "optional",
+    "default",
+    "bearer",
+    "basic",
+    "oauth",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Detection rules
+
+/// Whether a name (env variable, header, query parameter, `--flag`) says its value is a
+/// credential: one of its words (split at `_ - .` and camelCase) is a secret word, or ends in
+/// one of the unambiguous ones (`apikey`, `accesstoken`).
+#[must_use]
+pub fn names_a_secret(name: &str) -> bool {
+    words(name).iter().any(|word| {
+        SECRET_WORDS.contains(&word.as_str())
+            || ["key", "token", "secret", "password", "passwd"]
+                .iter()
+                .any(|end| word.len() > end.len() && word.ends_with(end) && !word.ends_with("monkey"))
+    })
+}
+
+/// `GITHUB_PERSONAL_ACCESS_TOKEN` → github, personal, access, token; `apiKey` → api, key.
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_alphanumeric() {
+            out.push(std::mem::take(&mut current));
+            previous_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && previous_lower {
+            out.push(std::mem::take(&mut current));
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        current.extend(c.to_lowercase());
+    }
+    out.push(current);
+    out.retain(|w| !w.is_empty());
+    out
+}
+
+/// Never a secret, whatever its name: short, a number, a boolean-like word, or a path.
+#[must_use]
+pub fn is_ordinary(value: &str) -> bool {
+    let value = value.trim();
+    value.chars().count() < MIN_SECRET_CHARS
+        || value.parse::<f64>().is_ok()
+        || ORDINARY_WORDS.iter().any(|w| value.eq_ignore_ascii_case(w))
+        || is_path_like(value)
+}
+
+/// `/usr/bin`, `~/x`, `./a`, `C:\x`, `a/b:c/d` (a `PATH` list), `file.json`: a file name
+/// with an extension is also a path here.
+fn is_path_like(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let drive =
+        bytes.len() > 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' && matches!(bytes[2], b'\\' | b'/');
+    value.starts_with(['/', '~', '\\'])
+        || value.starts_with("./")
+        || value.starts_with("../")
+        || drive
+        || (value.contains('/') && !value.contains("://") && value.contains(':'))
+        || has_file_extension(value)
+}
+
+/// `server.json`, `main.py`: a file name with a common extension.
+fn has_file_extension(value: &str) -> bool {
+    const EXTENSIONS: &[&str] = &[
+        "json", "jsonl", "yaml", "yml", "toml", "js", "mjs", "cjs", "ts", "py", "txt", "md", "sh", "exe", "cmd", "bat",
+        "log", "db", "sqlite", "html", "csv", "xml", "env",
+    ];
+    value
+        .rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && EXTENSIONS.contains(&ext))
+}
+
+/// The characters of a key: letters, digits and `-_+/=.~`.
+fn in_key_alphabet(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_+/=.~".contains(c))
+}
+
+/// Whether a value looks like an API key or token whatever its name: a known prefix followed
+/// by enough key characters (`sk-live-…`, `ghp_…`), or 16+ key characters mixing letters and
+/// digits — with upper and lower case too when it holds `/` or `.`, so paths and file names
+/// (`src/server-2026/main`) are not taken for base64.
+#[must_use]
+pub fn looks_like_key(value: &str) -> bool {
+    let value = value.trim();
+    if !in_key_alphabet(value) || value.starts_with(['/', '.', '~']) {
+        return false;
+    }
+    if KEY_PREFIXES
+        .iter()
+        .any(|p| value.starts_with(p) && value.len() >= p.len() + MIN_AFTER_PREFIX)
+    {
+        return true;
+    }
+    let has = |f: fn(&char) -> bool| value.chars().any(|c| f(&c));
+    let mixed = has(char::is_ascii_alphabetic) && has(char::is_ascii_digit);
+    let base64_like = !value.contains(['/', '.']) || (has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase));
+    value.len() >= MIN_KEY_SHAPED_CHARS && mixed && base64_like
+}
+
+/// Whether the value of a setting (an `env` variable, a header, a query parameter) named
+/// `name` is a secret: never when ordinary; always under a credential's name; else when it
+/// looks like a key, or mixes letters and digits over 8+ characters without being a version
+/// (`Tr0ub4dor&3` is one; `production`, `2026-01-01`, `1.2.0-beta` are not).
+#[must_use]
+pub fn is_secret_setting(name: &str, value: &str) -> bool {
+    let value = value.trim();
+    if is_ordinary(value) {
+        return false;
+    }
+    let mixed = value.chars().any(char::is_alphabetic) && value.chars().any(|c| c.is_ascii_digit());
+    names_a_secret(name)
+        || looks_like_key(value)
+        || (mixed && value.chars().count() >= 8 && !value.contains(char::is_whitespace) && !is_version(value))
+}
+
+/// `1.2.3`, `v20.1.0`, `1.0.0-beta.2`: digits and dots (at least one) before any `-`/`+` tail.
+fn is_version(value: &str) -> bool {
+    let value = value.strip_prefix(['v', 'V']).unwrap_or(value);
+    let core = value.split(['-', '+']).next().unwrap_or_default();
+    core.contains('.')
+        && core.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && core.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// The secrets a setting holds: its value (the token alone for `Bearer …`), or, for a URL,
+/// the URL's own secrets.
+#[must_use]
+pub fn setting_secrets(name: &str, value: &str) -> Vec<String> {
+    if let Some(url) = as_url(value) {
+        return url_secrets(&url);
+    }
+    let token = strip_scheme(value.trim());
+    if is_secret_setting(name, token) {
+        vec![token.to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// `value` as a URL when it is one (`postgres://u:p@h/db`, `http://localhost:3000`): only its
+/// credentials and secret query values are secrets, not the URL.
+fn as_url(value: &str) -> Option<Url> {
+    if !value.contains("://") {
+        return None;
+    }
+    Url::parse(value.trim()).ok()
+}
+
+/// `Bearer abc` → `abc` (any case), so the token alone is found in a text.
+#[must_use]
+pub fn strip_scheme(value: &str) -> &str {
+    for scheme in ["bearer ", "basic ", "token "] {
+        if value.len() > scheme.len()
+            && value.is_char_boundary(scheme.len())
+            && value[..scheme.len()].eq_ignore_ascii_case(scheme)
+        {
+            return value[scheme.len()..].trim_start();
+        }
+    }
+    value
+}
+
+/// The secrets of a URL, as written and as decoded: its password, a user name shaped like a
+/// key (`https://ghp_…@github.com`), and query values that are secrets by [`is_secret_setting`].
+#[must_use]
+pub fn url_secrets(url: &Url) -> Vec<String> {
+    let raw_pairs = url
+        .query()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()));
+    let decoded_pairs = url
+        .query_pairs()
+        .map(|(name, value)| (name.into_owned(), value.into_owned()));
+    let password = url.password().map(|p| ("password".to_owned(), p.to_owned()));
+    let user = Some(url.username())
+        .filter(|u| looks_like_key(u))
+        .map(|u| ("token".to_owned(), u.to_owned()));
+    let password_decoded = password.as_ref().map(|(n, p)| (n.clone(), percent_decode(p)));
+    longest_first(
+        password
+            .into_iter()
+            .chain(password_decoded)
+            .chain(user)
+            .chain(raw_pairs)
+            .chain(decoded_pairs)
+            .filter(|(name, value)| is_secret_setting(name, value))
+            .map(|(_, value)| value),
+    )
+}
+
+fn percent_decode(text: &str) -> String {
+    // A query value of one pair decodes the way a password would (`+` aside, rare in both).
+    Url::parse(&format!("x:?v={text}"))
+        .ok()
+        .and_then(|u| u.query_pairs().next().map(|(_, v)| v.into_owned()))
+        .unwrap_or_else(|| text.to_owned())
+}
+
+/// The credentials in a command line: the value of a flag whose name says credential
+/// (`--token=…`, `--api-key …`), values shaped like keys,
+/// and the secrets of URL arguments.
+#[must_use]
+pub fn arg_secrets<S: AsRef<str>>(args: &[S]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut named_next = false;
+    for arg in args.iter().map(AsRef::as_ref) {
+        if std::mem::take(&mut named_next) && !arg.starts_with('-') && !is_ordinary(arg) {
+            found.push(arg.to_owned());
+            continue;
+        }
+        if let Some((flag, value)) = arg.split_once('=') {
+            let name = flag.trim_start_matches('-');
+            if !name.is_empty() && names_a_secret(name) && !is_ordinary(value) && !name.contains(char::is_whitespace) {
+                found.push(value.to_owned());
+                continue;
+            }
+        }
+        if let Some(name) = arg.strip_prefix('-').filter(|_| !arg.contains('=')) {
+            named_next = names_a_secret(name.trim_start_matches('-'));
+            continue;
+        }
+        let value = arg.split_once('=').map_or(arg, |(_, v)| v);
+        if let Some(url) = as_url(value) {
+            found.extend(url_secrets(&url));
+        } else if looks_like_key(value) {
+            found.push(value.to_owned());
+        }
+    }
+    longest_first(found.into_iter())
+}
+
+/// `args` with their credentials ([`arg_secrets`]) replaced by `***`; `${VAR}` references
+/// are kept (they name a secret, they are not one).
+#[must_use]
+pub fn redact_args(args: &[String]) -> Vec<String> {
+    let secrets: Vec<String> = arg_secrets(args)
+        .into_iter()
+        .filter(|s| !crate::config::expand::is_single_reference(s))
+        .collect();
+    args.iter()
+        .map(|arg| {
+            secrets
+                .iter()
+                .fold(arg.clone(), |arg, secret| replace_token(&arg, secret).into_owned())
+        })
+        .collect()
+}
+
+/// A URL as written in a config with its password and secret query values replaced by
+/// `***`; `${VAR}` references are kept. Text-based, so an unexpanded URL works too.
+#[must_use]
+pub fn redact_url(text: &str) -> String {
+    let (base, fragment) = text.split_once('#').map_or((text, None), |(b, f)| (b, Some(f)));
+    let (head, query) = base.split_once('?').map_or((base, None), |(h, q)| (h, Some(q)));
+    let mut out = redact_userinfo(head);
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value))
+                    if !crate::config::expand::is_single_reference(value)
+                        && (is_secret_setting(name, value) || is_secret_setting(name, &percent_decode(value))) =>
+                {
+                    format!("{name}={MASK}")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    if let Some(fragment) = fragment {
+        out.push('#');
+        out.push_str(fragment);
+    }
+    out
+}
+
+/// `scheme://user:password@host…` with the password (or a key-shaped user name) masked.
+fn redact_userinfo(head: &str) -> String {
+    let Some(scheme_end) = head.find("://").map(|i| i + 3) else {
+        return head.to_owned();
+    };
+    let authority_end = head[scheme_end..].find('/').map_or(head.len(), |i| scheme_end + i);
+    let Some(at) = head[scheme_end..authority_end].rfind('@').map(|i| scheme_end + i) else {
+        return head.to_owned();
+    };
+    let userinfo = &head[scheme_end..at];
+    let shown = match userinfo.split_once(':') {
+        Some((user, password)) if !crate::config::expand::is_single_reference(password) => format!("{user}:{MASK}"),
+        None if looks_like_key(userinfo) => MASK.to_owned(),
+        _ => userinfo.to_owned(),
+    };
+    format!("{}{shown}{}", &head[..scheme_end], &head[at..])
+}
+
+/// Distinct values, longest first, so that a value is never half-replaced through a shorter
+/// one it contains.
+fn longest_first(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for value in values {
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scrubbing
+
+/// Whether a character continues a token: a secret next to one is part of a longer word.
+fn continues_token(c: char) -> bool {
+    c.is_alphanumeric() || "-_~%+".contains(c)
+}
+
+fn is_whole_token(text: &str, start: usize, end: usize) -> bool {
+    let before = text[..start].chars().next_back();
+    let after = text[end..].chars().next();
+    !before.is_some_and(continues_token) && !after.is_some_and(continues_token)
+}
+
+/// `text` with each whole-token occurrence of `secret` replaced by `***`: the characters
+/// around it must not continue a token (`json` in "jsonl" stays). A dot ends a token, so a
+/// key at the end of a sentence still goes.
+#[must_use]
+pub fn replace_token<'t>(text: &'t str, secret: &str) -> Cow<'t, str> {
+    if secret.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let spans: Vec<(usize, usize)> = text
+        .match_indices(secret)
+        .map(|(at, _)| (at, at + secret.len()))
+        .filter(|&(start, end)| is_whole_token(text, start, end))
+        .collect();
+    mask_spans(text, spans)
+}
+
+/// `text` with the given spans (sorted by start, longest first on ties) masked; a span that
+/// overlaps one already masked is skipped.
+fn mask_spans(text: &str, spans: Vec<(usize, usize)>) -> Cow<'_, str> {
+    if spans.is_empty() {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for (start, end) in spans {
+        if start < last {
+            continue;
+        }
+        out.push_str(&text[last..start]);
+        out.push_str(MASK);
+        last = end;
+    }
+    out.push_str(&text[last..]);
+    Cow::Owned(out)
+}
+
+/// The register: every secret of every server launched in this process (a reload or a second
+/// engine adds to it; a secret once seen stays one), and the automaton that finds them all in
+/// one pass over a text.
+#[derive(Default)]
+struct Register {
+    entries: Vec<(String, SecretString)>,
+    finder: Option<Arc<AhoCorasick>>,
+}
+
+static REGISTER: RwLock<Register> = RwLock::new(Register {
+    entries: Vec::new(),
+    finder: None,
+});
+
+/// Register `values` as secrets of `server` (values not worth a secret, shorter than
+/// [`MIN_SECRET_CHARS`], are ignored; duplicates are kept once).
+pub fn register(server: &str, values: impl IntoIterator<Item = String>) {
+    let fresh: Vec<String> = values
+        .into_iter()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| v.chars().count() >= MIN_SECRET_CHARS)
+        .collect();
+    if fresh.is_empty() {
+        return;
+    }
+    let mut register = REGISTER.write().unwrap_or_else(PoisonError::into_inner);
+    let mut added = false;
+    for value in fresh {
+        if !register.entries.iter().any(|(_, known)| known.expose_secret() == value) {
+            register.entries.push((server.to_owned(), SecretString::from(value)));
+            added = true;
+        }
+    }
+    if added {
+        let patterns: Vec<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
+        // Standard semantics: every match, overlapping ones too, so the token rule can pick.
+        register.finder = AhoCorasick::new(patterns).ok().map(Arc::new);
+    }
+}
+
+/// Register the secrets of a stdio server's expanded launch spec: `env` values (by name and
+/// shape, and the names of the variables they were expanded from) and credential arguments.
+pub fn register_stdio<'a>(server: &str, args: &[String], env: impl Iterator<Item = (&'a str, &'a str, &'a str)>) {
+    let mut values = arg_secrets(args);
+    for (name, written, expanded) in env {
+        values.extend(setting_secrets_named(name, written, expanded));
+    }
+    register(server, values);
+}
+
+/// Register the secrets of a remote server: its URL's, and those found in its headers.
+pub fn register_remote(server: &str, url: &Url, header_secrets: impl IntoIterator<Item = String>) {
+    register(server, url_secrets(url).into_iter().chain(header_secrets));
+}
+
+/// Register what `spec` holds as soon as the config is loaded, before any launch: a log line
+/// or an answer may quote a value before the server starts (the model passing a key as an
+/// argument, a debug log of it). `${VAR}`s are expanded as a launch would; one that cannot be
+/// is skipped here, and the launch reports it.
+pub fn register_spec(spec: &crate::config::ServerSpec) {
+    let conn = &spec.connection;
+    let expand = |text: &str| crate::config::expand::expand_env(text).ok();
+    let args: Vec<String> = conn.args.iter().filter_map(|a| expand(a)).collect();
+    let mut values = arg_secrets(&args);
+    for (name, written) in conn.env.iter().chain(&conn.headers) {
+        if let Some(value) = expand(written) {
+            values.extend(setting_secrets_named(name, written, &value));
+        }
+    }
+    if let Some(url) = conn.url.as_deref().and_then(expand).and_then(|u| Url::parse(&u).ok()) {
+        values.extend(url_secrets(&url));
+    }
+    register(&spec.name, values);
+}
+
+/// The secrets of a setting as written (`"${GITHUB_TOKEN}"`) and expanded: the variables it
+/// names count as its name too, so `X: ${MY_TOKEN}` is a credential.
+#[must_use]
+pub fn setting_secrets_named(name: &str, written: &str, expanded: &str) -> Vec<String> {
+    let referenced = written
+        .split("${")
+        .skip(1)
+        .filter_map(|r| r.split(['}', ':']).next())
+        .find(|var| names_a_secret(var));
+    setting_secrets(referenced.unwrap_or(name), expanded)
+}
+
+/// Whether debug logs may show argument values (`--log-arguments`); keys only otherwise.
+static LOG_ARGUMENTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Set by the CLI's `--log-arguments`.
+pub fn set_log_arguments(on: bool) {
+    LOG_ARGUMENTS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether debug logs may show argument values.
+#[must_use]
+pub fn log_arguments() -> bool {
+    LOG_ARGUMENTS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether any secret is registered (callers skip walking large values when none is).
+#[must_use]
+pub fn any_registered() -> bool {
+    REGISTER.read().unwrap_or_else(PoisonError::into_inner).finder.is_some()
+}
+
+/// How many secrets `server` registered (never the values).
+#[cfg(test)]
+#[must_use]
+pub fn registered_count(server: &str) -> usize {
+    REGISTER
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entries
+        .iter()
+        .filter(|(s, _)| s == server)
+        .count()
+}
+
+/// `text` with every registered secret replaced by `***` (whole tokens only, the longest one
+/// where several start at one place). Borrowed when nothing was found.
+#[must_use]
+pub fn scrub(text: &str) -> Cow<'_, str> {
+    let Some(finder) = REGISTER.read().unwrap_or_else(PoisonError::into_inner).finder.clone() else {
+        return Cow::Borrowed(text);
+    };
+    let mut spans: Vec<(usize, usize)> = finder
+        .find_overlapping_iter(text)
+        .map(|m| (m.start(), m.end()))
+        .filter(|&(start, end)| is_whole_token(text, start, end))
+        .collect();
+    spans.sort_by_key(|&(start, end)| (start, std::cmp::Reverse(end)));
+    mask_spans(text, spans)
+}
+
+/// [`scrub`] a string in place (left untouched, not reallocated, when it holds no secret).
+pub fn scrub_in_place(text: &mut String) {
+    if let Cow::Owned(clean) = scrub(text) {
+        *text = clean;
+    }
+}
+
+/// Scrub every string inside a JSON value, in place (keys too: a server may key a map by
+/// its token).
+pub fn scrub_json(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => scrub_in_place(text),
+        Value::Array(items) => items.iter_mut().for_each(scrub_json),
+        Value::Object(map) => scrub_map(map),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// [`scrub_json`] for an object.
+pub fn scrub_map(map: &mut serde_json::Map<String, serde_json::Value>) {
+    if map.keys().any(|k| matches!(scrub(k), Cow::Owned(_))) {
+        let entries = std::mem::take(map);
+        for (key, value) in entries {
+            map.insert(scrub(&key).into_owned(), value);
+        }
+    }
+    map.values_mut().for_each(scrub_json);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_say_credential() {
+        for name in [
+            "API_KEY",
+            "apiKey",
+            "x-api-key",
+            "GITHUB_PERSONAL_ACCESS_TOKEN",
+            "Authorization",
+            "X-Auth-Token",
+            "OPENAI_APIKEY",
+            "client_secret",
+            "clientSecret",
+            "DB_PASSWORD",
+            "PGPASSWORD",
+            "token",
+            "sessionId",
+            "Cookie",
+        ] {
+            assert!(names_a_secret(name), "{name}");
+        }
+        for name in [
+            "DESIGN_MODE",
+            "author",
+            "KEYBOARD_LAYOUT",
+            "MONKEY",
+            "PATH",
+            "HOME",
+            "passthrough",
+            "compass",
+            "NODE_ENV",
+            "format",
+        ] {
+            assert!(!names_a_secret(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn ordinary_values_are_never_secrets() {
+        for value in [
+            "1",
+            "true",
+            "TRUE",
+            "off",
+            "/usr/bin",
+            "/usr/local/bin:/usr/bin",
+            "~/x",
+            "./a",
+            "C:\\tools",
+            "3.14",
+            "8080",
+            "config.json",
+            "abc",
+        ] {
+            assert!(is_ordinary(value), "{value}");
+            assert!(!is_secret_setting("API_TOKEN", value), "{value}");
+        }
+        assert!(!is_ordinary("sk-live-abc"));
+    }
+
+    #[test]
+    fn settings_named_or_shaped_or_not_plain_words() {
+        assert!(is_secret_setting("API_TOKEN", "hunter"));
+        assert!(is_secret_setting("OPENAI_API_KEY", "sk-live-0123456789abcdef"));
+        assert!(is_secret_setting("X", "a1b2c3d4e5f6g7h8i9"));
+        assert!(is_secret_setting("DB", "Tr0ub4dor&3"));
+        for (name, value) in [
+            ("NODE_ENV", "production"),
+            ("MODE", "stdio"),
+            ("TZ", "Europe-Berlin"),
+            ("X-Client", "anygpt-test"),
+            ("format", "json"),
+            ("since", "2026-01-01"),
+            ("VERSION", "1.2.0-beta.2"),
+            ("NODE", "v20.11.1"),
+        ] {
+            assert!(!is_secret_setting(name, value), "{name}={value}");
+        }
+        assert_eq!(
+            setting_secrets("Authorization", "Bearer tok-remembered"),
+            ["tok-remembered"]
+        );
+        assert_eq!(
+            setting_secrets("DATABASE_URL", "postgres://app:pa55word@db/x"),
+            ["pa55word"]
+        );
+        assert!(setting_secrets("ALLOWED_ORIGIN", "http://localhost:3000").is_empty());
+    }
+
+    #[test]
+    fn key_shapes() {
+        for key in [
+            "sk-live-0123456789",
+            "ghp_abcdefghijklmnop",
+            "github_pat_11ABCDEFG0123456789",
+            "xoxb-1234-5678-abcdef",
+            "AKIAIOSFODNN7EXAMPLE",
+            "a1b2c3d4e5f6g7h8i9",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcDEF123",
+        ] {
+            assert!(looks_like_key(key), "{key}");
+        }
+        for not_key in [
+            "sk-short",
+            "@modelcontextprotocol/server-everything@2025.1.14",
+            "src/server-2026/main",
+            "/home/user/project2026-data",
+            "2026-01-01T00:00:00Z",
+            "server-everything",
+            "1234567890123456",
+            "report-2026-q1.json",
+        ] {
+            assert!(!looks_like_key(not_key), "{not_key}");
+        }
+    }
+
+    #[test]
+    fn credential_arguments() {
+        let args: Vec<String> = [
+            "-y",
+            "@modelcontextprotocol/server-everything",
+            "--token=tok-abc-123",
+            "--api-key",
+            "k3y-value",
+            "--port",
+            "8080",
+            "ghp_abcdefghijklmnop",
+            "--db=postgres://u:dbpass99@h/x",
+            "--verbose",
+            "--password",
+            "--other",
+            "/srv/data",
+        ]
+        .map(String::from)
+        .to_vec();
+        let found = arg_secrets(&args);
+        for secret in ["tok-abc-123", "k3y-value", "ghp_abcdefghijklmnop", "dbpass99"] {
+            assert!(found.iter().any(|s| s == secret), "{secret} not in {found:?}");
+        }
+        assert_eq!(found.len(), 4, "{found:?}");
+        let shown = redact_args(&args).join(" ");
+        assert_eq!(
+            shown,
+            "-y @modelcontextprotocol/server-everything --token=*** --api-key *** --port 8080 *** --db=postgres://u:***@h/x --verbose --password --other /srv/data"
+        );
+        let kept = redact_args(&["--token=${TOKEN}".to_owned()]);
+        assert_eq!(kept, ["--token=${TOKEN}"]);
+    }
+
+    #[test]
+    fn config_urls_are_redacted_as_text() {
+        assert_eq!(
+            redact_url("https://user:pw12@api.example.com/sse?api_key=s3cret&format=json&v=1#top"),
+            "https://user:***@api.example.com/sse?api_key=***&format=json&v=1#top"
+        );
+        assert_eq!(
+            redact_url("https://${USER}:${PASS}@h/mcp?key=${KEY}"),
+            "https://${USER}:${PASS}@h/mcp?key=${KEY}"
+        );
+        assert_eq!(redact_url("http://h:3001/mcp"), "http://h:3001/mcp");
+    }
+
+    #[test]
+    fn scrub_takes_whole_tokens_longest_first() {
+        register(
+            "test-scrub",
+            [
+                "k1-registered".to_owned(),
+                "k1-registered-longer".to_owned(),
+                "ab".to_owned(),
+            ],
+        );
+        assert_eq!(registered_count("test-scrub"), 2, "short values are not registered");
+        assert_eq!(
+            scrub("x k1-registered-longer, k1-registered. k1-registeredZ ab"),
+            "x ***, ***. k1-registeredZ ab"
+        );
+        assert!(matches!(scrub("nothing here"), Cow::Borrowed(_)));
+        let mut value = serde_json::json!({ "k1-registered": ["k1-registered", 1, { "t": "use k1-registered now" }] });
+        scrub_json(&mut value);
+        assert_eq!(value, serde_json::json!({ "***": ["***", 1, { "t": "use *** now" }] }));
+    }
+
+    #[test]
+    fn expanded_values_count_under_the_variable_they_came_from() {
+        assert_eq!(
+            setting_secrets_named("X_HEADER", "${MY_TOKEN}", "plainword"),
+            ["plainword"]
+        );
+        assert!(setting_secrets_named("MODE", "${APP_MODE}", "production").is_empty());
+    }
+
+    #[test]
+    fn only_whole_tokens_are_replaced() {
+        assert_eq!(replace_token("json jsonl (json)", "json"), "*** jsonl (***)");
+        assert!(matches!(replace_token("nothing", "json"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn secret_strings_do_not_print() {
+        let secret = SecretString::from("sk-live-never-printed".to_owned());
+        assert!(!format!("{secret:?}").contains("never"));
+    }
+}
