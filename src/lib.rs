@@ -36,6 +36,7 @@ pub mod paths;
 pub mod rules;
 pub mod search;
 pub mod shutdown;
+pub mod trust;
 pub(crate) mod upstream;
 
 #[cfg(feature = "node")]
