@@ -40,8 +40,9 @@ pub struct ToolEntry {
     pub warnings: Vec<Warning>,
     /// What pinning compares: the tool as the server reported it.
     pub fingerprint: Fingerprint,
-    /// How the tool differs from the version the user trusted (pinning), if it does.
-    pub change: Option<Change>,
+    /// How the tool differs from the version the user trusted (pinning), if it does. Boxed:
+    /// almost every entry has none, and the catalog holds thousands.
+    pub change: Option<Box<Change>>,
     /// The user trusted exactly this version (`trust`), findings and all.
     pub approved: bool,
     /// The server's name for the tool when cleaning changed the name the model sees.

@@ -231,7 +231,7 @@ impl Engine {
             warnings: entry.warnings.iter().map(ToString::to_string).collect(),
             changed: entry
                 .change
-                .as_ref()
+                .as_deref()
                 .map(crate::trust::pins::Change::describe)
                 .unwrap_or_default(),
         })

@@ -30,7 +30,7 @@ impl State {
                     let params = parameters(&entry.tool.input_schema);
                     let (verdict, new) = record.review(entry.upstream_name(), entry.fingerprint, params);
                     grew |= new;
-                    entry.change = verdict.change;
+                    entry.change = verdict.change.map(Box::new);
                     entry.approved = verdict.approved;
                 });
                 ((), grew.then_some(Durability::Cache))
