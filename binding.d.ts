@@ -46,6 +46,13 @@ export interface DiscoveryConfig {
   servers?: ServerConfig[]
   sources?: Array<{ type: string; path?: string }>
   toolRules?: ToolRule[]
+  /** What to do with tools the trust checks mark (README "Security"). */
+  security?: {
+    /** Refuse to execute tools with poisoning or shadowing warnings until trusted. @default false */
+    blockFlagged?: boolean
+    /** A tool changed since first seen: still runs (`warn`) or not until trusted (`block`). @default 'warn' */
+    onToolChange?: 'warn' | 'block'
+  }
 }
 
 /** A content block of a tool result, as the MCP spec defines it. */
@@ -73,6 +80,7 @@ export type ErrorCode =
   | 'VALIDATION_ERROR'
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
+  | 'TOOL_BLOCKED'
 
 /**
  * The discovery engine: the same engine the MCP gateway serves, for TypeScript code.
