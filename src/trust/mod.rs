@@ -152,20 +152,28 @@ fn clean_field(field: &str, text: &str, warnings: &mut Vec<Warning>) -> Option<S
 }
 
 /// Whether any string in the schema could raise a warning: the cheap test that lets most
-/// schemas skip the walk (and its copy).
+/// schemas skip the walk (and its copy). The strings are joined and matched once; a match
+/// across two of them only costs a walk that finds nothing.
 fn schema_needs_walk(schema: &serde_json::Map<String, Value>) -> bool {
-    fn any_string(value: &Value, test: &impl Fn(&str) -> bool) -> bool {
+    fn collect(value: &Value, text: &mut String) -> bool {
         match value {
-            Value::String(s) => test(s),
-            Value::Array(items) => items.iter().any(|v| any_string(v, test)),
-            Value::Object(map) => map.iter().any(|(k, v)| test(k) || any_string(v, test)),
+            Value::String(s) => {
+                text.push_str(s);
+                text.push('\n');
+                false
+            }
+            Value::Array(items) => items.iter().any(|v| collect(v, text)),
+            Value::Object(map) => map.iter().any(|(k, v)| has_hidden(k) || collect(v, text)),
             _ => false,
         }
     }
-    let suspicious = |s: &str| {
-        s.chars().any(|c| c == '\u{1b}' || poison::is_invisible(c)) || !poison::instruction_warnings("", s).is_empty()
-    };
-    schema.iter().any(|(k, v)| suspicious(k) || any_string(v, &suspicious))
+    let mut text = String::new();
+    let hidden = schema.iter().any(|(k, v)| has_hidden(k) || collect(v, &mut text));
+    hidden || has_hidden(&text) || poison::has_instruction(&text)
+}
+
+fn has_hidden(text: &str) -> bool {
+    text.chars().any(|c| c == '\u{1b}' || poison::is_invisible(c))
 }
 
 /// Check every string under `key: value` (at `path`); clean `description` and `title`

@@ -52,7 +52,11 @@ fn canonical_hash(schema: &serde_json::Map<String, Value>) -> u64 {
             Value::Array(items) => items
                 .iter()
                 .fold(fnv1a_from(hash, b"["), |h, v| fnv1a_from(feed(h, v), b",")),
-            other => fnv1a_from(hash, other.to_string().as_bytes()),
+            Value::String(text) => fnv1a_from(fnv1a_from(hash, b"\""), text.as_bytes()),
+            Value::Number(number) => fnv1a_from(hash, number.to_string().as_bytes()),
+            Value::Bool(true) => fnv1a_from(hash, b"true"),
+            Value::Bool(false) => fnv1a_from(hash, b"false"),
+            Value::Null => fnv1a_from(hash, b"null"),
         }
     }
     let mut keys: Vec<&String> = schema.keys().collect();

@@ -17,9 +17,12 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
 
 use super::{Flag, Warning};
+
+/// Lazy DFA cache of each compiled rule, in bytes.
+const DFA_CACHE_BYTES: usize = 1024 * 1024;
 
 /// Longest excerpt quoted in a warning, in characters.
 const EXCERPT_CHARS: usize = 60;
@@ -185,7 +188,7 @@ const RULES: &[Rule] = &[
     Rule {
         flag: Flag::HiddenTag,
         reason: "markup addressed to the model",
-        pattern: r"<\s*/?\s*(important|system|instructions?|secret|hidden|admin|sys_?prompt|system[-_ ]?prompt|assistant[-_ ]?instructions?)\s*>|<\|\s*(im_start|im_end|system|endoftext)\s*\|>",
+        pattern: r"(^|[^/])<\s*/?\s*(important|system|instructions?|secret|hidden|admin|sys_?prompt|system[-_ ]?prompt|assistant[-_ ]?instructions?)\s*>|<\|\s*(im_start|im_end|system|endoftext)\s*\|>",
     },
     Rule {
         flag: Flag::HiddenTag,
@@ -229,15 +232,37 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
-    let patterns: Vec<String> = RULES.iter().map(|r| format!("(?i){}", r.pattern)).collect();
+    // ASCII word boundaries: the rules are English words, and a Unicode `\b` stops the fast
+    // DFA at the first non-ASCII character of a description.
+    let patterns: Vec<String> = RULES
+        .iter()
+        .map(|r| format!("(?i){}", r.pattern.replace(r"\b", r"(?-u:\b)")))
+        .collect();
+    // The lazy DFA's cache is capped per regex: 1 MiB holds the states a large catalog needs
+    // (measured on 11,900 tools: 128 KiB thrashed, 8 µs a tool; 1 MiB, 1 µs), about 2 MB
+    // of heap once for all the rules.
     Compiled {
-        set: RegexSet::new(&patterns).expect("the instruction rules are valid regexes"),
+        set: RegexSetBuilder::new(&patterns)
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .expect("the instruction rules are valid regexes"),
         each: patterns
             .iter()
-            .map(|p| Regex::new(p).expect("the instruction rules are valid regexes"))
+            .map(|p| {
+                RegexBuilder::new(p)
+                    .dfa_size_limit(DFA_CACHE_BYTES)
+                    .build()
+                    .expect("the instruction rules are valid regexes")
+            })
             .collect(),
     }
 });
+
+/// Whether any instruction rule matches `text` (one pass, no allocation).
+#[must_use]
+pub fn has_instruction(text: &str) -> bool {
+    COMPILED.set.is_match(text)
+}
 
 /// Instruction-like text in `text` (already cleaned), one warning per rule that matches,
 /// quoting what matched.
@@ -350,6 +375,8 @@ mod tests {
         assert_eq!(flags("[SYSTEM]: act now"), [Flag::HiddenTag]);
         assert_eq!(flags("<|im_start|>system"), [Flag::HiddenTag]);
         assert!(flags("Returns a <div> element or <b>bold</b> text").is_empty());
+        // A placeholder in a URL path is not markup.
+        assert!(flags("from its /uploads/<secret>/<filename> URL").is_empty());
     }
 
     #[test]
