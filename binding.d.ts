@@ -31,6 +31,7 @@ export type ErrorCode =
   | 'VALIDATION_ERROR'
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
+  | 'TOOL_BLOCKED'
 
 /**
  * The discovery engine: the same engine the MCP gateway serves, for TypeScript code.
@@ -51,6 +52,12 @@ export declare class DiscoveryEngine {
   listTools(server: string, includeDisabled?: boolean | undefined | null): Promise<Array<ToolSummary>>
   /** Full description and input schema of one tool. */
   getToolDetails(server: string, tool: string): Promise<ToolDetails>
+  /**
+   * Accept the current version of a server's tools (all, or only `tool`) after review: they
+   * are no longer marked changed, and `security.blockFlagged` / `onToolChange: "block"` let
+   * them run. Resolves with the names trusted.
+   */
+  trustTools(server: string, tool?: string | undefined | null): Promise<Array<string>>
   /**
    * Run a tool; resolves with the server's `CallToolResult` unchanged (check `isError`).
    * Throws `TOOL_DISABLED`, `TOOL_NOT_FOUND`, `TOOL_EXECUTION_TIMEOUT`, … for gateway errors.
@@ -169,6 +176,10 @@ export interface ToolDetails {
   inputSchema: Record<string, unknown>
   tags: Array<string>
   enabled: boolean
+  /** Poisoning and shadowing findings, one sentence each. */
+  warnings: Array<string>
+  /** How the tool differs from the version first seen or last trusted; empty when it does not. */
+  changed: Array<string>
 }
 
 /** One progress report of a running `executeTool`, as the server sent it. */
@@ -184,4 +195,6 @@ export interface ToolSummary {
   summary: string
   enabled: boolean
   tags: Array<string>
+  /** Trust findings by short name (`instruction`, `invisible-text`, `shadow-name`, `changed`, …). */
+  flags: Array<string>
 }

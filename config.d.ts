@@ -58,10 +58,28 @@ export interface DiscoveryConfig {
   maxResultBytes?: number | null
   /** The JSON Lines log of every `execute_tool`. */
   audit?: AuditConfig
+  security?: SecuritySpec
 }
+
+/** `discovery.security.onToolChange`. */
+export type OnToolChange = "warn" | "block"
 
 /** `pattern: "x"` or `pattern: ["x", "y"]`. */
 export type PatternList = string | Array<string>
+
+/** `discovery.security`: what the gateway does with tools its trust checks mark. */
+export interface SecuritySpec {
+  /**
+   * Refuse to execute a tool with poisoning or shadowing warnings until it is trusted.
+   * @default false
+   */
+  blockFlagged?: boolean
+  /**
+   * What a tool that changed since it was first seen may do: run (`warn`) or not (`block`).
+   * @default "warn"
+   */
+  onToolChange?: OnToolChange
+}
 
 /** One downstream server. */
 export interface ServerConfig {

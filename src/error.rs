@@ -21,6 +21,8 @@ pub enum ErrorCode {
     ValidationError,
     ToolExecutionError,
     ToolExecutionTimeout,
+    /// The trust checks stopped a call (`security.blockFlagged`, `security.onToolChange: "block"`).
+    ToolBlocked,
 }
 
 impl ErrorCode {
@@ -36,6 +38,7 @@ impl ErrorCode {
             Self::ValidationError => "VALIDATION_ERROR",
             Self::ToolExecutionError => "TOOL_EXECUTION_ERROR",
             Self::ToolExecutionTimeout => "TOOL_EXECUTION_TIMEOUT",
+            Self::ToolBlocked => "TOOL_BLOCKED",
         }
     }
 }
@@ -91,6 +94,14 @@ pub enum Error {
         tool: String,
         timeout_ms: u64,
     },
+    /// The server never sees the call. `reason` says which check and what it found; the
+    /// message ends with the fix.
+    #[error("tool `{server}:{tool}` is blocked: {reason}; after review, accept it with `anygpt-discovery trust {server} {tool}` (or engine.trustTools)")]
+    ToolBlocked {
+        server: String,
+        tool: String,
+        reason: String,
+    },
 }
 
 /// The engine's result type.
@@ -125,6 +136,7 @@ impl Error {
             Self::Validation { .. } => ErrorCode::ValidationError,
             Self::ToolExecution { .. } => ErrorCode::ToolExecutionError,
             Self::ToolExecutionTimeout { .. } => ErrorCode::ToolExecutionTimeout,
+            Self::ToolBlocked { .. } => ErrorCode::ToolBlocked,
         }
     }
 
@@ -145,7 +157,8 @@ impl Error {
             Self::ToolNotFound { server, tool, .. }
             | Self::ToolDisabled { server, tool }
             | Self::ToolExecution { server, tool, .. }
-            | Self::ToolExecutionTimeout { server, tool, .. } => (Some(server), Some(tool)),
+            | Self::ToolExecutionTimeout { server, tool, .. }
+            | Self::ToolBlocked { server, tool, .. } => (Some(server), Some(tool)),
             Self::Configuration { .. } | Self::Validation { .. } => (None, None),
         }
     }

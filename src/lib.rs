@@ -39,6 +39,7 @@ pub mod rules;
 pub mod search;
 pub(crate) mod secrets;
 pub mod shutdown;
+pub mod trust;
 pub(crate) mod upstream;
 pub(crate) mod watch;
 

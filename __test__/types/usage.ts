@@ -5,6 +5,7 @@ import type { CallToolResult, DiscoveryConfig, DiscoveryError, SearchResponse, S
 const config: DiscoveryConfig = {
   servers: [{ name: 'everything', connection: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] }, timeoutMs: 5000 }],
   toolRules: [{ pattern: ['*delete*'], enabled: false, tags: ['dangerous'] }, { server: 'everything', pattern: '/echo/i' }],
+  security: { blockFlagged: true, onToolChange: 'block' },
 }
 
 export async function usage(): Promise<void> {
@@ -13,6 +14,8 @@ export async function usage(): Promise<void> {
   const found: SearchResponse = await engine.searchTools('echo', { limit: 5, server: servers[0]?.name })
   const details: ToolDetails = await engine.getToolDetails(found.results[0]!.server, found.results[0]!.tool)
   const schema: Record<string, unknown> = details.inputSchema
+  const concerns: string[] = [...details.warnings, ...details.changed, ...(await engine.listTools('everything'))[0]!.flags]
+  const trusted: string[] = await engine.trustTools('everything', 'echo')
   const result: CallToolResult = await engine.executeTool('everything', 'echo', { message: 'hi' }, { timeoutMs: 1000 })
   const seen: ToolProgress[] = []
   await engine.executeTool('everything', 'trigger-long-running-operation', { duration: 1 }, {
@@ -30,5 +33,5 @@ export async function usage(): Promise<void> {
     void code
   }
   await engine.close()
-  void [schema, text, matched, shown, seen]
+  void [schema, text, matched, shown, seen, concerns, trusted]
 }

@@ -1,7 +1,10 @@
 //! The catalog: every known tool of every server, with rules applied.
 //!
-//! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema untouched, so
-//! `get_tool_details` returns it as the server gave it) plus what the rules decided. The
+//! A `ToolEntry` keeps what the server reported (the whole `Tool`, schema as given, so
+//! `get_tool_details` returns it as the server gave it) plus what the rules decided, with one
+//! exception: what the model must not see (invisible characters, terminal escapes) is taken
+//! out when the tool is indexed and flagged (`trust::inspect`); the server's own name for the
+//! tool is kept for calls. The
 //! catalog is replaced per server when that server's tool list arrives; per-tool content
 //! hashes say what changed. [`file`] loads a whole catalog from a JSON Lines file; `snapshot`
 //! keeps tool lists on disk between runs. The catalog knows nothing of search:
@@ -16,6 +19,7 @@ use std::sync::Arc;
 use rmcp::model::Tool;
 
 use crate::rules::RuleSet;
+use crate::trust::{self, pins::Change, pins::Fingerprint, Warning};
 
 pub mod file;
 
@@ -32,12 +36,44 @@ pub struct ToolEntry {
     pub tags: Vec<String>,
     /// Hash of the tool as the server reported it (name, description, schemas, annotations).
     pub content_hash: u64,
+    /// Poisoning and shadowing findings (empty for almost every tool).
+    pub warnings: Vec<Warning>,
+    /// What pinning compares: the tool as the server reported it.
+    pub fingerprint: Fingerprint,
+    /// How the tool differs from the version the user trusted (pinning), if it does. Boxed:
+    /// almost every entry has none, and the catalog holds thousands.
+    pub change: Option<Box<Change>>,
+    /// The user trusted exactly this version (`trust`), findings and all.
+    pub approved: bool,
+    /// The server's name for the tool when cleaning changed the name the model sees.
+    upstream_name: Option<Arc<str>>,
 }
 
 impl ToolEntry {
     #[must_use]
     pub fn name(&self) -> &str {
         &self.tool.name
+    }
+
+    /// The name the server knows the tool by (what a call sends).
+    #[must_use]
+    pub fn upstream_name(&self) -> &str {
+        self.upstream_name.as_deref().unwrap_or(&self.tool.name)
+    }
+
+    /// Short names of the findings and of a change, deduplicated: `list_tools`' compact marks.
+    #[must_use]
+    pub fn flags(&self) -> Vec<&'static str> {
+        let mut flags: Vec<&'static str> = Vec::new();
+        for warning in &self.warnings {
+            if !flags.contains(&warning.flag.as_str()) {
+                flags.push(warning.flag.as_str());
+            }
+        }
+        if self.change.is_some() {
+            flags.push("changed");
+        }
+        flags
     }
 
     #[must_use]
@@ -76,23 +112,18 @@ impl Catalog {
     /// Replace `server`'s tools, applying `rules`; says which tools were added, updated or
     /// removed compared with the previous list.
     pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
-        let entries: Vec<ToolEntry> = tools
-            .into_iter()
-            .map(|tool| {
-                let decision = rules.decide(server, &tool.name);
-                ToolEntry {
-                    content_hash: content_hash(&tool),
-                    server: server.to_owned(),
-                    summary: summarize(tool.description.as_deref().unwrap_or_default()),
-                    tool: Arc::new(tool),
-                    enabled: decision.enabled,
-                    tags: decision.tags,
-                }
-            })
-            .collect();
+        let entries: Vec<ToolEntry> = tools.into_iter().map(|tool| entry(server, tool, rules)).collect();
         let changes = ToolChanges::between(self.server_tools(server).unwrap_or_default(), &entries);
         self.servers.insert(server.to_owned(), entries);
         changes
+    }
+
+    /// Change `server`'s entries in place: for trust marks (warnings, change, approval) only,
+    /// since the search index resolves entries by name and position and keeps `enabled`.
+    pub fn annotate(&mut self, server: &str, mut f: impl FnMut(&mut ToolEntry)) {
+        if let Some(entries) = self.servers.get_mut(server) {
+            entries.iter_mut().for_each(&mut f);
+        }
     }
 
     /// Forget `server`'s tools.
@@ -138,6 +169,30 @@ impl Catalog {
     /// Every tool, by server name then server order.
     pub fn tools(&self) -> impl Iterator<Item = &ToolEntry> {
         self.servers.values().flatten()
+    }
+}
+
+/// One catalog entry from a tool as the server reported it: hashed as given, then cleaned
+/// of what the model must not see, then decided by the rules (on the name the user sees).
+fn entry(server: &str, mut tool: Tool, rules: &RuleSet) -> ToolEntry {
+    let content_hash = content_hash(&tool);
+    let fingerprint = Fingerprint::of(&tool);
+    let reported_name = tool.name.clone();
+    let warnings = trust::inspect(&mut tool);
+    let upstream_name = (tool.name != reported_name).then(|| Arc::from(reported_name.as_ref()));
+    let decision = rules.decide(server, &tool.name);
+    ToolEntry {
+        content_hash,
+        server: server.to_owned(),
+        summary: summarize(tool.description.as_deref().unwrap_or_default()),
+        tool: Arc::new(tool),
+        enabled: decision.enabled,
+        tags: decision.tags,
+        warnings,
+        fingerprint,
+        change: None,
+        approved: false,
+        upstream_name,
     }
 }
 

@@ -18,6 +18,7 @@ use crate::engine::Engine;
 mod eval;
 mod output;
 mod search;
+mod trust;
 
 /// Exit codes (seed 003): 0 ok, 1 bad arguments or config, 2 nothing found.
 pub mod exit {
@@ -53,6 +54,8 @@ enum Command {
     Serve,
     /// Search tools by task or name (exit 2 when nothing matches).
     Search(search::SearchArgs),
+    /// Accept the current version of a server's tools (or one tool) after review.
+    Trust(trust::TrustArgs),
     /// Measure search quality and latency on a query set (see `npm run eval:search`).
     #[command(hide = true)]
     Eval(eval::EvalArgs),
@@ -132,6 +135,10 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
                 Err(code) => code,
             }
         }
+        Command::Trust(args) => match load_config() {
+            Ok(config) => trust::run(args, Engine::new(config)).await,
+            Err(code) => code,
+        },
         Command::Eval(args) => eval::run(args).await,
     }
 }

@@ -63,6 +63,8 @@ pub struct DiscoverySection {
     /// The JSON Lines log of every `execute_tool`.
     #[serde(default)]
     pub audit: AuditSpec,
+    #[serde(default)]
+    pub security: SecuritySpec,
 }
 
 impl Default for DiscoverySection {
@@ -76,6 +78,7 @@ impl Default for DiscoverySection {
             idle_timeout_ms: None,
             max_result_bytes: None,
             audit: AuditSpec::default(),
+            security: SecuritySpec::default(),
         }
     }
 }
@@ -85,6 +88,31 @@ impl DiscoverySection {
     pub fn max_result_bytes(&self) -> usize {
         self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES)
     }
+}
+
+/// `discovery.security`: what the gateway does with tools its trust checks mark.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct SecuritySpec {
+    /// Refuse to execute a tool with poisoning or shadowing warnings until it is trusted.
+    #[serde(default)]
+    pub block_flagged: bool,
+    /// What a tool that changed since it was first seen may do: run (`warn`) or not (`block`).
+    #[serde(default)]
+    pub on_tool_change: OnToolChange,
+}
+
+/// `discovery.security.onToolChange`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[derive(schemars::JsonSchema)]
+pub enum OnToolChange {
+    /// Mark it and log it; it still runs.
+    #[default]
+    Warn,
+    /// Mark it; refuse to run it until trusted.
+    Block,
 }
 
 /// `discovery.audit`: the JSON Lines log of every `execute_tool`.

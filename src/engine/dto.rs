@@ -89,6 +89,10 @@ pub struct ToolSummary {
     pub enabled: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Short names of the trust findings (`instruction`, `invisible-text`, `shadow-name`,
+    /// `changed`, …); `get_tool_details` says more.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<&'static str>,
 }
 
 /// `list_tools` of one server.
@@ -111,6 +115,13 @@ pub struct ToolDetails {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     pub enabled: bool,
+    /// Poisoning and shadowing findings, one sentence each (what, where, an excerpt).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// How the tool differs from the version first seen or last trusted (`description`,
+    /// `parameters added: …`, `schema`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
 }
 
 /// Per-call options of `execute`.

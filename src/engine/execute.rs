@@ -1,5 +1,6 @@
 //! `execute` after parsing, in order: find the server's handle (once), the tool, rules,
-//! schema, call through the handle, cap the result; and the audit record of it.
+//! trust (`discovery.security`), schema, call through the handle, cap the result; and the
+//! audit record of it.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,13 @@ impl State {
                 tool: tool.to_owned(),
             });
         }
+        if let Some(reason) = self.block_reason(&entry) {
+            return Err(Error::ToolBlocked {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+                reason,
+            });
+        }
         self.validators.check(&entry, arguments.unwrap_or(&NO_ARGUMENTS))?;
         // The config's timeout, not the handle's: a reload may have changed it and kept the server.
         let options = ExecuteOptions {
@@ -47,7 +55,7 @@ impl State {
         };
         let mut result = call(
             handle,
-            tool,
+            (tool, entry.upstream_name()),
             arguments.and_then(Value::as_object).cloned(),
             options,
             &cancel,
@@ -95,17 +103,19 @@ fn log_call(server: &str, tool: &str, arguments: Option<&Value>) {
     }
 }
 
-/// The downstream call through `handle`, its failures as the engine's errors.
+/// The downstream call through `handle`, its failures as the engine's errors. `tool` is the
+/// name the model used (for errors) and the name the server knows (for the call); they
+/// differ only when the server's name held characters the model is not shown.
 async fn call(
     handle: &std::sync::Arc<Server>,
-    tool: &str,
+    (tool, upstream_name): (&str, &str),
     arguments: Option<JsonObject>,
     options: ExecuteOptions,
     cancel: &CancellationToken,
 ) -> Result<CallToolResult> {
     let server = handle.spec.name.as_str();
     let timeout_ms = options.timeout_ms.unwrap_or_else(|| handle.spec.call_timeout_ms());
-    let mut params = CallToolRequestParams::new(tool.to_owned());
+    let mut params = CallToolRequestParams::new(upstream_name.to_owned());
     params.arguments = arguments;
     let call = handle.call(params, Duration::from_millis(timeout_ms), options.progress);
     match or_cancelled(cancel, call).await {

@@ -13,6 +13,7 @@ mod cap;
 mod dto;
 mod execute;
 mod state;
+mod trust;
 mod validate;
 
 use std::sync::{Arc, RwLock};
@@ -218,6 +219,7 @@ impl Engine {
                         summary: t.summary.clone(),
                         enabled: t.enabled,
                         tags: t.tags.clone(),
+                        flags: t.flags(),
                     })
                     .collect()
             })
@@ -242,7 +244,24 @@ impl Engine {
             input_schema: Value::Object((*entry.tool.input_schema).clone()),
             tags: entry.tags.clone(),
             enabled: entry.enabled,
+            warnings: entry.warnings.iter().map(ToString::to_string).collect(),
+            changed: entry
+                .change
+                .as_deref()
+                .map(crate::trust::pins::Change::describe)
+                .unwrap_or_default(),
         })
+    }
+
+    /// Accept the current version of `server`'s tools (every one, or only `tool`) after
+    /// review: pinning stops marking them changed, and `security.blockFlagged` lets them run.
+    /// Returns the names trusted.
+    ///
+    /// # Errors
+    /// `SERVER_NOT_FOUND`, `TOOL_NOT_FOUND`, `SERVER_CONNECTION_ERROR` when the server's tools
+    /// were never listed, `CONFIGURATION_ERROR` when the cache (where pins live) is off.
+    pub async fn trust_tools(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
+        self.current().trust(server, tool).await
     }
 
     /// Run a tool on its server and return the server's result unchanged.

@@ -41,10 +41,12 @@ pub(super) struct State {
     stop_events: CancellationToken,
     /// Held while events are applied, so two readers never apply one server's lists out of order.
     applying: std::sync::Mutex<()>,
-    catalog: RwLock<IndexedCatalog>,
+    pub(super) catalog: RwLock<IndexedCatalog>,
     snapshots: Option<SnapshotStore>,
     pub audit: Option<AuditLog>,
     pub validators: validate::Validators,
+    /// Tool pins (trust on first use), beside the snapshots; none when the cache is off.
+    pub pins: Option<crate::trust::pins::Pins>,
     started: std::sync::Once,
     /// True once the snapshots are read and indexed: searches wait for this, not for servers.
     indexed: watch::Sender<bool>,
@@ -104,6 +106,12 @@ impl State {
                 .then(SnapshotStore::in_cache_dir)
                 .flatten(),
             audit: AuditLog::from_spec(&config.discovery.audit),
+            pins: config
+                .discovery
+                .cache
+                .enabled
+                .then(super::trust::pins_in_cache_dir)
+                .flatten(),
             validators: validate::Validators::default(),
             config,
             started: std::sync::Once::new(),
@@ -224,13 +232,14 @@ impl State {
             .unwrap_or(&server.spec)
     }
 
-    /// Put `server`'s tools into the catalog (rules applied) and log what changed.
+    /// Put `server`'s tools into the catalog (rules applied, trust checked) and log what changed.
     fn index(&self, server: &str, tools: Vec<Tool>) {
-        let changes = self
-            .catalog
-            .write()
-            .expect("catalog lock is never poisoned")
-            .set_server_tools(server, tools, self.config.rules());
+        let changes = {
+            let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+            let changes = catalog.set_server_tools(server, tools, self.config.rules());
+            self.review_trust(&mut catalog, server, false);
+            changes
+        };
         if !changes.is_empty() {
             tracing::info!(
                 server,

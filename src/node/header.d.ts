@@ -31,3 +31,4 @@ export type ErrorCode =
   | 'VALIDATION_ERROR'
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
+  | 'TOOL_BLOCKED'

@@ -98,6 +98,8 @@ pub struct ToolSummary {
     pub summary: String,
     pub enabled: bool,
     pub tags: Vec<String>,
+    /// Trust findings by short name (`instruction`, `invisible-text`, `shadow-name`, `changed`, …).
+    pub flags: Vec<String>,
 }
 
 /// Everything about one tool.
@@ -111,6 +113,10 @@ pub struct ToolDetails {
     pub input_schema: Value,
     pub tags: Vec<String>,
     pub enabled: bool,
+    /// Poisoning and shadowing findings, one sentence each.
+    pub warnings: Vec<String>,
+    /// How the tool differs from the version first seen or last trusted; empty when it does not.
+    pub changed: Vec<String>,
 }
 
 /// One progress report of a running `executeTool`, as the server sent it.
@@ -326,6 +332,7 @@ impl JsDiscoveryEngine {
                 summary: t.summary,
                 enabled: t.enabled,
                 tags: t.tags,
+                flags: t.flags.into_iter().map(str::to_owned).collect(),
             })
             .collect())
     }
@@ -341,7 +348,20 @@ impl JsDiscoveryEngine {
             input_schema: d.input_schema,
             tags: d.tags,
             enabled: d.enabled,
+            warnings: d.warnings,
+            changed: d.changed,
         })
+    }
+
+    /// Accept the current version of a server's tools (all, or only `tool`) after review: they
+    /// are no longer marked changed, and `security.blockFlagged` / `onToolChange: "block"` let
+    /// them run. Resolves with the names trusted.
+    #[napi]
+    pub async fn trust_tools(&self, server: String, tool: Option<String>) -> Result<Vec<String>> {
+        self.engine
+            .trust_tools(&server, tool.as_deref())
+            .await
+            .map_err(|e| to_js(&e))
     }
 
     /// Run a tool; resolves with the server's `CallToolResult` unchanged (check `isError`).

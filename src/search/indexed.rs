@@ -37,6 +37,12 @@ impl IndexedCatalog {
         }
     }
 
+    /// Change `server`'s entries in place without re-indexing: for trust marks only (see
+    /// [`Catalog::annotate`]).
+    pub fn annotate(&mut self, server: &str, f: impl FnMut(&mut crate::catalog::ToolEntry)) {
+        self.catalog.annotate(server, f);
+    }
+
     /// Forget `server`'s tools and its documents.
     pub fn remove_server(&mut self, server: &str) {
         self.catalog.remove_server(server);

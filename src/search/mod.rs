@@ -158,9 +158,16 @@ fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> V
 }
 
 /// Tools `text` names exactly, alone or qualified by server, ordered by server then name.
+///
+/// A tool whose own name reads as another server's qualified name (server `aaa`'s tool
+/// literally named `everything:echo`) is not an exact match for that text: the text names
+/// server `everything`'s tool, and only the real owner is honoured.
 fn exact_matches<'i>(index: &'i Index, text: &str, filter: Filter<'_>) -> Vec<(&'i str, &'i str, usize)> {
     let mut found = index.named(text, filter);
-    for sep in [":", ".", "__", "/"] {
+    if !found.is_empty() {
+        found.retain(|&(owner, _, _)| !claims_other_server(index, text, owner));
+    }
+    for sep in crate::trust::SEPARATORS {
         for (at, _) in text.match_indices(sep) {
             let (server, name) = (&text[..at], &text[at + sep.len()..]);
             if name.is_empty() || !index.has_server(server) || filter.server.is_some_and(|s| s != server) {
@@ -176,6 +183,15 @@ fn exact_matches<'i>(index: &'i Index, text: &str, filter: Filter<'_>) -> Vec<(&
     found.sort_unstable();
     found.dedup();
     found
+}
+
+/// Whether `name`, a tool name of server `owner`, starts with another indexed server's name
+/// and a separator (a shadowing name).
+fn claims_other_server(index: &Index, name: &str, owner: &str) -> bool {
+    crate::trust::SEPARATORS.iter().any(|sep| {
+        name.match_indices(sep)
+            .any(|(at, _)| &name[..at] != owner && index.has_server(&name[..at]))
+    })
 }
 
 fn resolve<'a>(catalog: &'a Catalog, server: &str, name: &str, position: usize) -> Option<&'a ToolEntry> {
@@ -286,6 +302,33 @@ mod tests {
             assert!((hits[0].relevance - 1.0).abs() < f64::EPSILON);
             assert!(hits[1..].iter().all(|h| h.relevance < 1.0), "{text}");
         }
+    }
+
+    #[test]
+    fn a_tool_named_like_another_servers_tool_cannot_take_its_exact_name() {
+        let mut catalog = catalog();
+        let rules = RuleSet::default();
+        for sep in [":", ".", "__", "/"] {
+            let shadow = format!("everything{sep}echo");
+            catalog.set_server_tools("aaa", vec![tool(&shadow, "Echoes back the input string")], &rules);
+            let hits = search(&catalog, &query(&shadow));
+            assert_eq!(hits[0].entry.id(), "everything:echo", "{shadow}");
+            assert!(hits[1..].iter().all(|h| h.relevance < 1.0), "{shadow}");
+            // Asked for on its own server, the shadow is that server's tool, not exact for another.
+            let mut own = query(&shadow);
+            own.server = Some("aaa");
+            assert!(search(&catalog, &own).iter().all(|h| h.relevance < 1.0), "{shadow}");
+        }
+        // A dotted name under the server's own name stays exact.
+        catalog.set_server_tools("mchs", vec![tool("mchs.calculate", "Calculates")], &rules);
+        assert_eq!(top(&catalog, "mchs.calculate"), "mchs:mchs.calculate");
+        // With no server of that name, the owner's literal name is exact.
+        catalog.set_server_tools("aaa", vec![tool("nobody:echo", "Echo")], &rules);
+        let hits = search(&catalog, &query("nobody:echo"));
+        assert_eq!(
+            (hits[0].entry.id().as_str(), hits[0].relevance),
+            ("aaa:nobody:echo", 1.0)
+        );
     }
 
     #[test]

@@ -1,0 +1,138 @@
+//! The engine's side of trust: pinning and shadowing marks put on a server's entries when its
+//! tools are indexed, the `trust` operation, and the check that blocks a call
+//! (`discovery.security`). The checks themselves live in `crate::trust`.
+
+use crate::catalog::ToolEntry;
+use crate::config::OnToolChange;
+use crate::error::{Error, Result};
+use crate::paths::Durability;
+use crate::search::IndexedCatalog;
+use crate::trust::pins::{parameters, Pins};
+use crate::trust::{shadow_warning, Flag};
+
+use super::state::State;
+
+/// The pin store beside the catalog snapshots, if there is a cache directory.
+pub(super) fn pins_in_cache_dir() -> Option<Pins> {
+    crate::paths::cache_dir().map(|d| Pins::new(d.join("catalog").join("pins")))
+}
+
+impl State {
+    /// Mark `server`'s entries: how each differs from its pinned version (pinning tools seen
+    /// for the first time) and whether its name shadows another server's. `reread` reads the
+    /// pins from disk again (another process may have trusted a tool). Logs changed tools by
+    /// name.
+    pub(super) fn review_trust(&self, catalog: &mut IndexedCatalog, server: &str, reread: bool) {
+        if let Some(pins) = &self.pins {
+            let reviewed = pins.with_server(server, reread, |record| {
+                let mut grew = false;
+                catalog.annotate(server, |entry| {
+                    let params = parameters(&entry.tool.input_schema);
+                    let (verdict, new) = record.review(entry.upstream_name(), entry.fingerprint, params);
+                    grew |= new;
+                    entry.change = verdict.change.map(Box::new);
+                    entry.approved = verdict.approved;
+                });
+                ((), grew.then_some(Durability::Cache))
+            });
+            if let Err(error) = reviewed {
+                tracing::warn!(server, %error, "cannot write tool pins; new tools are pinned again next time");
+            }
+        }
+        let servers = self.config.servers();
+        let is_server = |name: &str| servers.iter().any(|s| s.name == name);
+        catalog.annotate(server, |entry| {
+            let shadow = shadow_warning(server, entry.name(), is_server);
+            entry.warnings.retain(|w| w.flag != Flag::ShadowName);
+            entry.warnings.extend(shadow);
+            if reread {
+                return;
+            }
+            if let Some(change) = &entry.change {
+                tracing::warn!(
+                    server,
+                    tool = entry.name(),
+                    changed = %change.describe().join("; "),
+                    "tool changed since it was first seen; review it, then `anygpt-discovery trust {server} {}`",
+                    entry.name()
+                );
+            }
+            if !entry.warnings.is_empty() && !entry.approved {
+                tracing::info!(server, tool = entry.name(), flags = %entry.flags().join(","), "tool flagged by the trust checks");
+            }
+        });
+    }
+
+    /// Accept the current version of `server`'s tools (all, or `tool`): their pins are
+    /// replaced and they are approved, findings and all. Returns the names trusted.
+    ///
+    /// # Errors
+    /// `SERVER_NOT_FOUND`, `TOOL_NOT_FOUND`, `SERVER_CONNECTION_ERROR` (tools never listed),
+    /// `CONFIGURATION_ERROR` when pins are off (no cache) or cannot be written.
+    pub(super) async fn trust(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
+        let handle = self.server(server)?;
+        match tool {
+            Some(tool) => self.find_tool(handle, tool).await.map(|_| ())?,
+            None => self.with_server_tools(handle, |_| ()).await?,
+        }
+        let Some(pins) = &self.pins else {
+            return Err(Error::config(
+                &self.config.origin,
+                "discovery.cache.enabled",
+                "tool pins live beside the catalog snapshots; enable the cache to pin and trust tools",
+            ));
+        };
+        self.apply_events();
+        let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+        let mut trusted = Vec::new();
+        let written = pins.with_server(server, true, |record| {
+            catalog.annotate(server, |entry| {
+                if tool.is_some_and(|t| t != entry.name()) {
+                    return;
+                }
+                record.trust(
+                    entry.upstream_name(),
+                    entry.fingerprint,
+                    parameters(&entry.tool.input_schema),
+                );
+                entry.change = None;
+                entry.approved = true;
+                trusted.push(entry.name().to_owned());
+            });
+            ((), Some(Durability::Durable))
+        });
+        drop(catalog);
+        written.map_err(|error| Error::config(&self.config.origin, "tool pins", format!("cannot write: {error}")))?;
+        tracing::info!(server, tools = %trusted.join(","), "tools trusted");
+        Ok(trusted)
+    }
+
+    /// Why `entry` must not run under `discovery.security`, if it must not. A tool about to be
+    /// refused is checked against the pins on disk first: `anygpt-discovery trust` may have
+    /// accepted it from another process.
+    pub(super) fn block_reason(&self, entry: &ToolEntry) -> Option<String> {
+        let security = &self.config.discovery.security;
+        let blocks = |entry: &ToolEntry| {
+            if security.on_tool_change == OnToolChange::Block {
+                if let Some(change) = &entry.change {
+                    return Some(format!(
+                        "it changed since it was first seen ({}) and security.onToolChange is \"block\"",
+                        change.describe().join("; ")
+                    ));
+                }
+            }
+            (security.block_flagged && !entry.warnings.is_empty() && !entry.approved).then(|| {
+                format!(
+                    "flagged ({}) and security.blockFlagged is on; get_tool_details shows why",
+                    entry.flags().join(", ")
+                )
+            })
+        };
+        blocks(entry)?;
+        let server = entry.server.as_str();
+        let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+        self.review_trust(&mut catalog, server, true);
+        let fresh = catalog.tool(server, entry.name())?;
+        blocks(fresh)
+    }
+}
