@@ -146,14 +146,14 @@ fn scalar(value: &Value) -> Option<String> {
     }
 }
 
-/// Whether this entry starts `@anygpt/discovery` (by package, bin name or bin path).
+/// Whether this entry starts `@anygpt/discovery` (by package, bin name or bin path). Not by
+/// comparing with our own executable: under the npm bin that is `node`, which most servers use.
 fn launches_self(connection: &ConnectionSpec) -> bool {
-    let own_exe = std::env::current_exe().ok();
     connection
         .command
         .iter()
         .chain(&connection.args)
-        .any(|word| is_self_word(word) || own_exe.as_deref().is_some_and(|exe| Path::new(word) == exe))
+        .any(|word| is_self_word(word))
 }
 
 fn is_self_word(word: &str) -> bool {
@@ -274,6 +274,8 @@ mod tests {
             assert_eq!(spec(&launch).unwrap_err(), Skip::SelfLaunch, "{launch}");
         }
         assert!(spec(&json!({ "command": "npx", "args": ["@anygpt/discovery-extra"] })).is_ok());
+        let node = std::env::current_exe().unwrap().display().to_string();
+        assert!(spec(&json!({ "command": node, "args": ["server.js"] })).is_ok());
         let err = spec(&json!({ "command": "x", "env": { "T": "${input:token}" } })).unwrap_err();
         assert_eq!(err, Skip::Input("${input:token}".into()));
         assert_eq!(
