@@ -148,12 +148,6 @@ describe('bad configs through the bin', () => {
       'discovery.toolRules[1].pattern[1]: invalid pattern `/(/`: ',
     ],
     [
-      'a cwd that does not exist',
-      'c.json',
-      '{ "discovery": { "servers": [ { "name": "a", "connection": { "command": "node", "cwd": "missing-dir" } } ] } }',
-      'discovery.servers[0].connection.cwd: folder `@DIR@/missing-dir` of server `a` does not exist: create it or fix `cwd`',
-    ],
-    [
       'a duplicate name',
       'c.json',
       '{ "discovery": { "servers": [ { "name": "a", "connection": { "command": "node" } }, { "name": "a", "connection": { "command": "node" } } ] } }',
@@ -174,13 +168,15 @@ describe('bad configs through the bin', () => {
     });
   }
 
-  test('an unset variable and a command not on PATH are warnings naming server, variable and fix', () => {
+  test('an unset variable, a missing cwd and a command not on PATH are warnings naming server, place and fix', () => {
     const dir = tempDir('anygpt-discovery-warn-');
     const file = join(dir, 'c.json');
     writeFileSync(
       file,
       JSON.stringify({
-        discovery: { servers: [{ name: 'gh', connection: { command: 'no-such-command-anygpt', env: { T: '${ANYGPT_UNSET_FOR_TEST}' } } }] },
+        discovery: {
+          servers: [{ name: 'gh', connection: { command: 'no-such-command-anygpt', cwd: 'missing-dir', env: { T: '${ANYGPT_UNSET_FOR_TEST}' } } }],
+        },
       }),
     );
     const result = spawnSync(process.execPath, [bin, '--config', file], { env: isolatedEnv(), input: '', encoding: 'utf8', timeout: 30_000 });
@@ -188,6 +184,12 @@ describe('bad configs through the bin', () => {
     assert.ok(
       result.stderr.includes(
         `WARN ${file}: discovery.servers[0].connection.env.T: server \`gh\` uses \`\${ANYGPT_UNSET_FOR_TEST}\`, which is not set: set it before starting, or write \`\${ANYGPT_UNSET_FOR_TEST:-default}\``,
+      ),
+      result.stderr,
+    );
+    assert.ok(
+      result.stderr.includes(
+        `WARN ${file}: discovery.servers[0].connection.cwd: folder \`${join(dir, 'missing-dir')}\` of server \`gh\` does not exist: create it or fix \`cwd\` (the server will fail to start)`,
       ),
       result.stderr,
     );

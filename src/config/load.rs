@@ -157,7 +157,7 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment) -> Resul
         origin,
         &|i| format!("discovery.servers[{i}].connection"),
         &base,
-    )?;
+    );
     config.warnings.extend(checked);
     config.discovery = section;
     import_sources(&mut config, &sources, env);
@@ -202,6 +202,7 @@ fn parse_sources(section: &DiscoverySection, origin: &str, base: &Path) -> Resul
 fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) {
     for spec in specs {
         let imported = sources::import(spec, env);
+        config.looked.extend(imported.looked);
         for file in imported.files {
             if !config.files.contains(&file) {
                 config.files.push(file);
@@ -215,18 +216,13 @@ fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) 
                 config.warnings.push(format!("{at} skipped: {path}: {reason}"));
                 continue;
             }
-            match validate::launch_checks(
+            let checked = validate::launch_checks(
                 std::slice::from_ref(&server),
                 &at,
                 &|_| "connection".to_owned(),
                 &env.cwd,
-            ) {
-                Ok(warnings) => config.warnings.extend(warnings),
-                Err(e) => {
-                    config.warnings.push(format!("{e} (server skipped)"));
-                    continue;
-                }
-            }
+            );
+            config.warnings.extend(checked);
             accepted.push((server, from));
         }
         sources::merge(&mut config.discovery.servers, accepted, &mut config.notes);

@@ -256,6 +256,8 @@ pub struct Config {
     rules: RuleSet,
     /// The config file (if any), then every source file read.
     files: Vec<std::path::PathBuf>,
+    /// Every source file looked for, found or not.
+    looked: Vec<std::path::PathBuf>,
     /// What was looked at and found (stderr at info level).
     notes: Vec<String>,
     /// What will likely fail later: a command not on PATH, an unset variable (stderr, warn).
@@ -301,6 +303,19 @@ impl Config {
     #[must_use]
     pub fn files_read(&self) -> &[std::path::PathBuf] {
         &self.files
+    }
+
+    /// [`Config::files_read`] plus every client file looked for but not found: what a file
+    /// watcher watches so that creating, say, a Claude Desktop config is noticed too.
+    #[must_use]
+    pub fn files_to_watch(&self) -> Vec<std::path::PathBuf> {
+        let mut files = self.files.clone();
+        for path in &self.looked {
+            if !files.contains(path) {
+                files.push(path.clone());
+            }
+        }
+        files
     }
 
     /// Lines for stderr saying where the config came from and what each source held.
@@ -673,18 +688,11 @@ mod tests {
         }
 
         #[test]
-        fn missing_cwd_is_an_error() {
-            assert_eq!(
-                error(&one_server(&json!({ "command": "node", "cwd": "/nonexistent/dir" }))),
-                "/p/mcp-discovery.config.json: discovery.servers[0].connection.cwd: folder `/nonexistent/dir` of server `gh` does not exist: create it or fix `cwd`"
-            );
-        }
-
-        #[test]
-        fn command_not_on_path_and_unset_variable_are_warnings() {
+        fn missing_cwd_command_not_on_path_and_unset_variable_are_warnings() {
             let config = Config::from_value(
                 json!({ "discovery": one_server(&json!({
                     "command": "no-such-command-anygpt",
+                    "cwd": "/nonexistent/dir",
                     "env": { "TOKEN": "${ANYGPT_TEST_UNSET_VAR}", "OK": "${ANYGPT_TEST_UNSET_VAR2:-x}" },
                 })) }),
                 "/p/c.json",
@@ -695,6 +703,8 @@ mod tests {
                 [
                     "/p/c.json: discovery.servers[0].connection.env.TOKEN: server `gh` uses `${ANYGPT_TEST_UNSET_VAR}`, which is not set: \
                      set it before starting, or write `${ANYGPT_TEST_UNSET_VAR:-default}`",
+                    "/p/c.json: discovery.servers[0].connection.cwd: folder `/nonexistent/dir` of server `gh` does not exist: \
+                     create it or fix `cwd` (the server will fail to start)",
                     "/p/c.json: discovery.servers[0].connection.command: `no-such-command-anygpt` of server `gh` is not on PATH: \
                      install it or write its full path (the server will fail to start)",
                 ]

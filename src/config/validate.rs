@@ -1,23 +1,20 @@
-//! Load-time checks of what a server launch will need: its `cwd` exists (an error), its
-//! command is on PATH and its `${VAR}`s are set (warnings: the environment may differ when
-//! the server actually starts, and a missing tool should not stop the other servers).
+//! Load-time checks of what a server launch will need: its `cwd` exists, its command is on
+//! PATH and its `${VAR}`s are set. Warnings, not errors: the folder may be mounted or the tool
+//! installed before the server starts, and one server's problem must not stop the others
+//! (it is reported again, as that server's `error` status, if it still fails then).
 
 use std::path::{Path, PathBuf};
 
 use super::{expand, ServerSpec, TransportKind};
-use crate::error::{Error, Result};
 
 /// Check `servers` (from `origin`, relative paths from `base`; `place(i)` is where server `i`'s
-/// connection sits in `origin`). Returns the warnings.
-///
-/// # Errors
-/// A `cwd` that does not exist, naming the server's place in `origin`.
+/// connection sits in `origin`). Returns the warnings, each naming file, place and fix.
 pub(super) fn launch_checks(
     servers: &[ServerSpec],
     origin: &str,
     place: &dyn Fn(usize) -> String,
     base: &Path,
-) -> Result<Vec<String>> {
+) -> Vec<String> {
     let lookup = |name: &str| std::env::var(name).ok();
     let mut warnings = Vec::new();
     for (i, server) in servers.iter().enumerate() {
@@ -48,14 +45,10 @@ pub(super) fn launch_checks(
             Some(Ok(cwd)) => {
                 let dir = base.join(&cwd);
                 if !dir.is_dir() {
-                    return Err(Error::config(
-                        origin,
-                        format!("{at}.cwd"),
-                        format!(
-                            "folder `{}` of server `{}` does not exist: create it or fix `cwd`",
-                            dir.display(),
-                            server.name
-                        ),
+                    warnings.push(format!(
+                        "{origin}: {at}.cwd: folder `{}` of server `{}` does not exist: create it or fix `cwd` (the server will fail to start)",
+                        dir.display(),
+                        server.name
                     ));
                 }
                 dir
@@ -71,7 +64,7 @@ pub(super) fn launch_checks(
             }
         }
     }
-    Ok(warnings)
+    warnings
 }
 
 /// Whether `command` resolves: a path (from `cwd`), or a name found on PATH.

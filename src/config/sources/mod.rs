@@ -108,6 +108,8 @@ pub struct Imported {
     pub servers: Vec<(ServerSpec, String)>,
     /// Files read (existing ones only).
     pub files: Vec<PathBuf>,
+    /// Every file looked for, found or not (a watcher can notice one being created).
+    pub looked: Vec<PathBuf>,
     /// Lines for stderr: each place looked and what it held, each entry skipped and why.
     pub notes: Vec<String>,
 }
@@ -205,6 +207,7 @@ pub fn import(source: &SourceSpec, env: &Environment) -> Imported {
 /// client may simply not be installed. An unreadable or malformed one is noted with why.
 pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment, into: &mut Imported) {
     let label = format!("{}: {}", kind.name(), path.display());
+    into.looked.push(path.to_path_buf());
     if !path.is_file() {
         if named {
             into.notes.push(format!("{label}: not found (fix the source's `path`)"));

@@ -230,6 +230,9 @@ fn zero_config_imports_every_client_and_reports_shadowing() {
         ]
     );
     assert_eq!(config.files_read().len(), 3);
+    let watched = config.files_to_watch();
+    assert_eq!(watched[..3], *config.files_read());
+    assert!(watched.contains(&m.home().join(".codeium/windsurf/mcp_config.json")));
     let notes = config.notes().join("\n");
     assert!(
         notes.starts_with("no config file (looked at --config, $ANYGPT_DISCOVERY_CONFIG, ./.anygpt/"),
