@@ -79,8 +79,15 @@ fn expected(what: &str) -> String {
     }
 }
 
+/// Longest quoted value in a message: a wrong-typed value may be long, or a secret.
+const MAX_QUOTED_CHARS: usize = 40;
+
 fn found(what: &str) -> String {
     if let Some(text) = what.strip_prefix("string ") {
+        if text.chars().count() > MAX_QUOTED_CHARS {
+            let cut: String = text.chars().take(MAX_QUOTED_CHARS).collect();
+            return format!("the string {cut}…");
+        }
         return format!("the string {text}");
     }
     for prefix in ["integer ", "floating point ", "boolean "] {
@@ -127,6 +134,11 @@ mod tests {
             "expected an object, found a list"
         );
         assert_eq!(reason("missing field `name`"), "missing key `name`: add it");
+        let long = format!("invalid type: string \"{}\", expected a boolean", "x".repeat(10_000));
+        assert_eq!(
+            reason(&long),
+            format!("expected a boolean, found the string \"{}…", "x".repeat(39))
+        );
         assert_eq!(
             reason("data did not match any variant of untagged enum OneOrMany"),
             "expected a pattern string or a list of pattern strings"

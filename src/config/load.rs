@@ -203,6 +203,7 @@ fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) 
     for spec in specs {
         let imported = sources::import(spec, env);
         config.looked.extend(imported.looked);
+        config.warnings.extend(imported.warnings);
         for file in imported.files {
             if !config.files.contains(&file) {
                 config.files.push(file);

@@ -110,6 +110,8 @@ pub struct Imported {
     pub files: Vec<PathBuf>,
     /// Every file looked for, found or not (a watcher can notice one being created).
     pub looked: Vec<PathBuf>,
+    /// A file that exists but cannot be used (stderr at warn level).
+    pub warnings: Vec<String>,
     /// Lines for stderr: each place looked and what it held, each entry skipped and why.
     pub notes: Vec<String>,
 }
@@ -219,7 +221,12 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
     let document = match super::load::read_document(path) {
         Ok(document) => document,
         Err(e) => {
-            into.notes.push(format!("{label}: skipped: {e}"));
+            // The label already names the file.
+            let why = match e {
+                crate::error::Error::Configuration { path, reason, .. } => format!("{path}: {reason}"),
+                other => other.to_string(),
+            };
+            into.warnings.push(format!("{label}: skipped: {why}"));
             return;
         }
     };

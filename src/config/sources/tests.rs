@@ -105,6 +105,24 @@ fn claude_desktop_real_world_file() {
 }
 
 #[test]
+fn a_malformed_client_file_is_a_warning_and_the_others_are_read() {
+    let m = Machine::new();
+    let broken = m.home().join(".cursor/mcp.json");
+    std::fs::create_dir_all(broken.parent().unwrap()).unwrap();
+    std::fs::write(&broken, "{ \"mcpServers\": ").unwrap();
+    m.place("docker-mcp-servers.json", &m.home().join(".docker/mcp-servers.json"));
+    let config = Config::load(&crate::config::locate(None, &m.env), &m.env).unwrap();
+    assert_eq!(config.servers().len(), 1);
+    assert_eq!(
+        config.warnings(),
+        [format!(
+            "cursor: {}: skipped: line 1 column 1: unexpected end of input: fix the JSON syntax there",
+            broken.display()
+        )]
+    );
+}
+
+#[test]
 fn claude_code_project_then_local_then_user_scope() {
     let m = Machine::new();
     m.place("claude-code.mcp.json", &m.env.cwd.join(".mcp.json"));
