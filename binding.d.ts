@@ -41,9 +41,12 @@ export type ErrorCode =
 export declare class DiscoveryEngine {
   /**
    * Create an engine from a config object: `{ discovery: {...} }` or the `discovery` section
-   * itself. Throws `CONFIGURATION_ERROR` naming the path of a bad field.
+   * itself (`origin` names the file it came from, if any). Without an object, the config is
+   * the file `origin` names, else the search order's winner, else zero-config (every MCP
+   * client's config found); a TS/JS winner needs `await createEngine()`, which evaluates it.
+   * Throws `CONFIGURATION_ERROR` naming the file and the path of a bad field.
    */
-  constructor(config: DiscoveryConfig | { discovery: DiscoveryConfig }, origin?: string | undefined)
+  constructor(config?: DiscoveryConfig | { discovery: DiscoveryConfig } | undefined, origin?: string | undefined)
   /** Every server with status and tool counts. */
   listServers(): Promise<Array<ServerInfo>>
   /** Ranked tools for a query. An exact tool name always ranks first. */
@@ -95,6 +98,26 @@ export interface ExecuteToolOptions {
    * (`index.js` swaps the signal for a call id before it reaches Rust.)
    */
   signal?: AbortSignal
+}
+
+/**
+ * Decide which config file wins: `config` (like `--config`), then `ANYGPT_DISCOVERY_CONFIG`,
+ * then `./.anygpt/mcp-discovery.config.*`, `./anygpt.config.*`, the same under the home
+ * directory; none means zero-config.
+ */
+export declare function locateConfig(config?: string | undefined | null): LocatedConfig
+
+/**
+ * Which config file wins (`locateConfig`): the search order's answer, shared by the bin,
+ * `createEngine` and the native binary.
+ */
+export interface LocatedConfig {
+  /** The winning file (absolute), or none for zero-config. */
+  file?: string
+  /** Whether `file` is TS/JS, which the JS side evaluates. */
+  needsJs: boolean
+  /** Every place looked, in order. */
+  looked: Array<string>
 }
 
 /**

@@ -4,6 +4,7 @@
 // stable code travels as a `CODE: ` message prefix and is moved into `error.code` here.
 
 const binding = require('./binding.js')
+const { loadConfig } = require('./lib/load-config.js')
 
 const CODE_PREFIX = /^([A-Z][A-Z_]+): /
 
@@ -108,9 +109,22 @@ function defineConfig(config) {
   return config
 }
 
+/**
+ * An engine for the config the search order picks (or `options.config`, like `--config`):
+ * a TS/JS file is evaluated here, JSON/YAML read by the engine, and with no file every MCP
+ * client's config found is imported (zero-config).
+ */
+async function createEngine(options = {}) {
+  const loaded = await loadConfig(binding.locateConfig, options.config)
+  return loaded.value === undefined
+    ? new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
+    : new DiscoveryEngine(loaded.value, loaded.path)
+}
+
 module.exports = {
   ...binding,
   DiscoveryEngine,
   defineConfig,
+  createEngine,
   matchPattern: withCodes(binding.matchPattern),
 }

@@ -47,7 +47,7 @@ describe('malformed client requests', () => {
         gateway.send({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_mcp_servers', arguments: {} } });
         const answer = await gateway.next();
         assert.equal(answer.id, 7);
-        assert.deepEqual(JSON.parse(answer.result.content[0].text), { servers: [] });
+        assert.deepEqual(JSON.parse(answer.result.content[0].text).servers, []);
       } finally {
         gateway.child.kill();
       }

@@ -2,9 +2,10 @@
 'use strict'
 // The npm bin: hands process.argv to the addon's CLI, which serves MCP on fds 0/1 itself.
 // This file must never touch process.stdin or process.stdout: Node reading fd 0 would take
-// messages away from the server. It only evaluates TS/JS configs and relays signals.
+// messages away from the server. It only evaluates a TS/JS config (when the engine's search
+// order picks one) and relays signals.
 
-const { configArg, isJsConfig, loadJsConfig } = require('../lib/load-config.js')
+const { configArg, loadConfig } = require('../lib/load-config.js')
 
 // Without a native binary for this platform nothing can run, `--help` included: say which
 // binary is missing and how to get it, without a stack trace.
@@ -16,22 +17,19 @@ try {
   process.stderr.write(`error: ${error.message}\n`)
   process.exit(1)
 }
-const { runCli, requestShutdown } = addon
+const { runCli, requestShutdown, locateConfig } = addon
 
 async function main() {
-  const file = configArg(process.argv.slice(2)) ?? process.env.ANYGPT_DISCOVERY_CONFIG
   let config
-  if (file && isJsConfig(file)) {
-    try {
-      config = await loadJsConfig(file)
-    } catch (error) {
-      process.stderr.write(`error: ${file}: cannot load config: ${error && error.message}\n`)
-      return 1
-    }
+  try {
+    config = await loadConfig(locateConfig, configArg(process.argv.slice(2)))
+  } catch (error) {
+    process.stderr.write(`error: ${error && error.message}\n`)
+    return 1
   }
   // Rust-side signal handlers would fight Node's; Node catches them and asks the addon to stop.
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, requestShutdown)
-  return runCli(process.argv, config && config.value, config && config.path)
+  return runCli(process.argv, config.value, config.path)
 }
 
 main().then(

@@ -1,15 +1,9 @@
 'use strict'
-// Loading TS/JS configs for the bin. They are evaluated here, on the JS side, and handed to
-// the engine as a plain object; JSON and YAML are read natively by the engine itself.
+// Loading configs on the JS side. Which file wins is the engine's decision (`locateConfig`,
+// the one search order every face shares); only a TS/JS winner is evaluated here, with jiti,
+// and handed to the engine as a plain object. JSON/YAML and zero-config are read natively.
 
 const path = require('node:path')
-
-const JS_EXTENSIONS = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs'])
-
-/** Whether the engine cannot read this file natively and the bin must evaluate it. */
-function isJsConfig(file) {
-  return JS_EXTENSIONS.has(path.extname(file).toLowerCase())
-}
 
 /** The value of `--config FILE` / `--config=FILE` in argv, if any. */
 function configArg(args) {
@@ -20,21 +14,48 @@ function configArg(args) {
   return undefined
 }
 
+/** An error that reads like the engine's own configuration errors. */
+function configurationError(file, message) {
+  const error = new Error(`${file}: cannot load config: ${message}`)
+  error.code = 'CONFIGURATION_ERROR'
+  return error
+}
+
 /**
- * Evaluate a TS/JS config and return `{ value, path }` where `value` is `{ discovery }`.
- * An `anygpt.config.ts` may hold other sections; only `discovery` is passed on.
+ * Evaluate a TS/JS config and return `{ value, path }`. Only the `discovery` section crosses
+ * to the engine: an `anygpt.config.ts` holds other sections (possibly functions) that are not
+ * ours; without a `discovery` section it is passed as `{}` and the engine falls back to
+ * zero-config.
  */
 async function loadJsConfig(file) {
   const absolute = path.resolve(file)
   const { createJiti } = require('jiti')
   const jiti = createJiti(__filename, { moduleCache: false })
-  const loaded = await jiti.import(absolute, { default: true })
-  if (loaded === null || typeof loaded !== 'object') {
-    throw new Error(`${absolute}: the default export must be an object, found ${typeof loaded}`)
+  let loaded
+  try {
+    loaded = await jiti.import(absolute, { default: true })
+  } catch (error) {
+    throw configurationError(absolute, error && error.message ? error.message : String(error))
   }
-  const value = 'discovery' in loaded ? { discovery: loaded.discovery } : loaded
+  if (loaded === null || typeof loaded !== 'object') {
+    throw configurationError(absolute, `the default export must be an object, found ${loaded === null ? 'null' : typeof loaded}`)
+  }
+  let value
+  if ('discovery' in loaded) value = { discovery: loaded.discovery }
+  else if (path.basename(absolute).startsWith('anygpt.config.')) value = {}
+  else value = loaded
   // The engine takes plain data; a function or class instance in the config cannot cross.
   return { value: JSON.parse(JSON.stringify(value)), path: absolute }
 }
 
-module.exports = { configArg, isJsConfig, loadJsConfig }
+/**
+ * Ask the engine which config wins (`explicit` is like `--config`) and evaluate it when it is
+ * TS/JS. Returns `{ located, value?, path? }`: `value` only for a TS/JS winner.
+ */
+async function loadConfig(locateConfig, explicit) {
+  const located = locateConfig(explicit)
+  if (!located.needsJs) return { located }
+  return { located, ...(await loadJsConfig(located.file)) }
+}
+
+module.exports = { configArg, loadConfig, loadJsConfig }

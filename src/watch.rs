@@ -13,6 +13,7 @@ use std::time::Duration;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::config::Config;
 use crate::engine::Engine;
 
 /// How long the files must stay quiet before a reload: an editor's save is several events.
@@ -34,24 +35,26 @@ impl Drop for ReloadOnChange {
     }
 }
 
-/// The files of a config that came from `origin` that a change to should reload: the file
-/// itself when it is read natively; none for an object or a TS/JS file (said once in the log).
+/// The files of `config` a change to should reload: the config file when it is read natively,
+/// every client file it imported, and every client file looked for but missing (so creating
+/// one is noticed). None for an object, and none for a TS/JS config: the JS side evaluated it
+/// once, at start (said once in the log).
 #[must_use]
-pub fn config_files(origin: &str) -> Vec<PathBuf> {
-    if origin.starts_with('<') {
+pub fn config_files(config: &Config) -> Vec<PathBuf> {
+    let origin = config.origin.as_str();
+    if origin == "<object>" || !(origin.starts_with('<') || is_native(Path::new(origin))) {
+        if !origin.starts_with('<') {
+            tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
+        }
         return Vec::new();
     }
-    let path = PathBuf::from(origin);
-    let native = path
-        .extension()
+    config.files_to_watch()
+}
+
+fn is_native(path: &Path) -> bool {
+    path.extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| NATIVE.contains(&e.to_ascii_lowercase().as_str()));
-    if native {
-        vec![path]
-    } else {
-        tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
-        Vec::new()
-    }
+        .is_some_and(|e| NATIVE.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 /// Watch `files` and reload `engine` after each change. `None` when there is nothing to watch
@@ -99,7 +102,9 @@ pub fn reload_on_change(engine: &Engine, files: &[PathBuf]) -> Option<ReloadOnCh
 fn watch_folders(handler: impl notify::EventHandler, files: &[PathBuf]) -> notify::Result<RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(handler)?;
     let folders: BTreeSet<&Path> = files.iter().filter_map(|f| f.parent()).collect();
-    for folder in folders {
+    // A client that is not installed has no folder to watch; its config appearing later
+    // (with its folder) is picked up on the next restart or reload.
+    for folder in folders.into_iter().filter(|f| f.is_dir()) {
         watcher.watch(folder, RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
@@ -124,12 +129,33 @@ fn absolute(files: &[PathBuf]) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    fn config_from(origin: &str) -> Config {
+        let mut config = Config::from_value(serde_json::json!({}), "<object>").unwrap();
+        origin.clone_into(&mut config.origin);
+        config
+    }
+
     #[test]
-    fn native_files_are_watched_and_objects_and_scripts_are_not() {
-        assert_eq!(config_files("/x/c.json"), vec![PathBuf::from("/x/c.json")]);
-        assert_eq!(config_files("c.YAML"), vec![PathBuf::from("c.YAML")]);
-        assert!(config_files("<object>").is_empty());
-        assert!(config_files("/x/anygpt.config.ts").is_empty());
+    fn objects_and_scripts_are_not_watched() {
+        assert!(config_files(&config_from("<object>")).is_empty());
+        assert!(config_files(&config_from("/x/anygpt.config.ts")).is_empty());
+    }
+
+    #[test]
+    fn a_native_file_and_its_imported_clients_are_watched() {
+        let dir = tempfile::tempdir().unwrap();
+        let desktop = dir.path().join("claude_desktop_config.json");
+        std::fs::write(&desktop, r#"{"mcpServers":{"a":{"command":"node"}}}"#).unwrap();
+        let file = dir.path().join("c.yaml");
+        let yaml = format!(
+            "discovery:\n  sources:\n    - type: claude-desktop\n      path: {}\n",
+            desktop.display()
+        );
+        std::fs::write(&file, yaml).unwrap();
+        let config = Config::from_file(&file).unwrap();
+        let watched = config_files(&config);
+        assert!(watched.contains(&file), "{watched:?}");
+        assert!(watched.contains(&desktop), "{watched:?}");
     }
 
     #[tokio::test(start_paused = true)]

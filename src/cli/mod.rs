@@ -2,8 +2,8 @@
 //!
 //! `run` is shared by the native binary (`main.rs`) and the Node bin (`node::run_cli`), so both
 //! accept the same arguments and exit with the same codes. It resolves the config (an object
-//! already evaluated by the JS side wins, then `--config`, then `ANYGPT_DISCOVERY_CONFIG`, then
-//! the default search order) and starts the chosen command. Only this module prints (stdout
+//! already evaluated by the JS side wins, else `config::locate`'s search order) and starts the
+//! chosen command. Only this module prints (stdout
 //! through `output`). `search --catalog` and the hidden `eval` need no config.
 
 use std::future::Future;
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
-use crate::config::{default_config_path, Config, CONFIG_ENV};
+use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
 mod eval;
@@ -114,9 +114,9 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Serve => match load_config() {
             Ok(config) => {
                 tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
+                let watched = crate::watch::config_files(&config);
                 let engine = Engine::new(config);
-                let _live_reload =
-                    crate::watch::reload_on_change(&engine, &crate::watch::config_files(&engine.config_origin()));
+                let _live_reload = crate::watch::reload_on_change(&engine, &watched);
                 crate::gateway::serve_stdio(engine, shutdown).await;
                 exit::OK
             }
@@ -143,18 +143,28 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
     }
 }
 
+/// The config to serve: an object the JS side evaluated (it asked [`locate`] which file wins,
+/// so the order is the same), else what [`locate`] chooses. Says on stderr where it came from,
+/// what each source held and what will likely fail.
 fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::Result<Config> {
-    if let Some(object) = object {
-        return Config::from_value(object.value, &object.origin);
+    let config = if let Some(object) = object {
+        Config::from_value(object.value, &object.origin)?
+    } else {
+        let env = Environment::current();
+        Config::load(&locate(flag.map(PathBuf::as_path), &env), &env)?
+    };
+    for note in config.notes() {
+        tracing::info!("{note}");
     }
-    let named = flag
-        .cloned()
-        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from));
-    if let Some(path) = named.or_else(default_config_path) {
-        return Config::from_file(&path);
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
     }
-    tracing::warn!("no config found (--config, {CONFIG_ENV}, ./.anygpt/mcp-discovery.config.json); serving no servers");
-    Ok(Config::empty())
+    if config.servers().is_empty() {
+        tracing::warn!(
+            "no servers configured: add them to ./.anygpt/mcp-discovery.config.json (or any MCP client's config) and restart"
+        );
+    }
+    Ok(config)
 }
 
 /// stderr for log lines, with every registered secret scrubbed (`engine::scrub_secrets`):

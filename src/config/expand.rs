@@ -1,4 +1,5 @@
 //! `${VAR}` and `${VAR:-default}` expansion in launch specs (args, env, cwd, url, headers).
+//! VS Code's spelling `${env:VAR}` means the same as `${VAR}`.
 //!
 //! Expansion happens when a server is launched, not at load time, so the config kept in memory
 //! (and shown by `getConfig` / `config show`) never holds resolved secrets. `check` runs at load
@@ -33,6 +34,7 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
             Some((name, default)) => (name, Some(default)),
             None => (reference, None),
         };
+        let name = name.strip_prefix("env:").unwrap_or(name);
         if name.is_empty() {
             return Err(ExpandError::EmptyName(text.to_owned()));
         }
@@ -62,6 +64,27 @@ pub fn expand_env(text: &str) -> Result<String, ExpandError> {
 /// A malformed reference.
 pub fn check(text: &str) -> Result<(), ExpandError> {
     expand(text, &|_| Some(String::new())).map(drop)
+}
+
+/// The variables `text` references without a default that `lookup` does not know, in order:
+/// what a launch would fail on, reported when the config is loaded.
+#[must_use]
+pub fn unset_variables(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
+    // Expansion stops at the first unset name: record it, treat it as set, and expand again.
+    let mut unset: Vec<String> = Vec::new();
+    loop {
+        let known = |name: &str| {
+            if unset.iter().any(|u| u == name) {
+                Some(String::new())
+            } else {
+                lookup(name)
+            }
+        };
+        match expand(text, &known) {
+            Err(ExpandError::Unset(name)) => unset.push(name),
+            _ => return unset,
+        }
+    }
 }
 
 /// Whether `text` is exactly one reference (`${NAME}` or `${NAME:-…}`): safe to display,
@@ -119,6 +142,22 @@ mod tests {
         assert!(matches!(check("${OPEN"), Err(ExpandError::Unterminated(_))));
         assert!(matches!(check("${}"), Err(ExpandError::EmptyName(_))));
         assert!(check("${OK} ${OK:-x}").is_ok());
+    }
+
+    #[test]
+    fn vscode_env_spelling_is_the_same_variable() {
+        assert_eq!(expand("Bearer ${env:TOKEN}", &env).unwrap(), "Bearer secret");
+        assert_eq!(expand("${env:NOPE:-d}", &env).unwrap(), "d");
+        assert_eq!(
+            expand("${env:NOPE}", &env).unwrap_err(),
+            ExpandError::Unset("NOPE".into())
+        );
+    }
+
+    #[test]
+    fn unset_variables_lists_each_missing_name_once() {
+        assert_eq!(unset_variables("${A}-${TOKEN}-${B:-x}-${A}-${C}", &env), ["A", "C"]);
+        assert!(unset_variables("${TOKEN}", &env).is_empty());
     }
 
     #[test]

@@ -1,85 +1,248 @@
-//! Reading config files: JSON and YAML natively; the search order for when none is named.
+//! Building a `Config`: reading JSON/JSONC/YAML natively, telling a discovery document from a
+//! client's own file, importing sources, and the zero-config default.
 //!
-//! TS/JS configs are evaluated on the JS side and arrive as an object through
+//! TS/JS configs are evaluated on the JS side and arrive here as a value through
 //! [`Config::from_value`](super::Config::from_value).
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Config;
+use super::locate::{extension, is_anygpt_config, is_js_config, Environment, Located};
+use super::sources::{self, SourceKind, SourceSpec};
+use super::{humanize, json_kind, validate, Config, DiscoverySection};
 use crate::error::{Error, Result};
 
-/// Names a config file, like `--config`.
-pub const CONFIG_ENV: &str = "ANYGPT_DISCOVERY_CONFIG";
-
-const NATIVE_EXTENSIONS: [&str; 3] = ["json", "yaml", "yml"];
-
-pub(super) fn from_file(path: &Path) -> Result<Config> {
+/// Read a config or client file into a value, by extension (`.json`/`.jsonc` allow comments
+/// and trailing commas, as the clients' own files do).
+///
+/// # Errors
+/// An unreadable file, a syntax error (with its line and column), or a TS/JS file.
+pub(crate) fn read_document(path: &Path) -> Result<Value> {
     let origin = path.display().to_string();
+    if is_js_config(path) {
+        return Err(Error::config(
+            &origin,
+            "(file)",
+            "TS/JS configs are evaluated by the npm package (`npx @anygpt/discovery` or the Node API); \
+             the native binary reads JSON and YAML",
+        ));
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
-    let extension = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let value: Value = match extension.as_str() {
-        "json" => serde_json::from_str(&text).map_err(|e| {
-            Error::config(
-                &origin,
-                format!("line {} column {}", e.line(), e.column()),
-                e.to_string(),
-            )
-        })?,
-        "yaml" | "yml" => serde_norway::from_str(&text).map_err(|e| {
-            let at = e.location().map_or_else(
-                || "(document)".to_owned(),
-                |l| format!("line {} column {}", l.line(), l.column()),
-            );
-            Error::config(&origin, at, e.to_string())
-        })?,
-        other => {
-            return Err(Error::config(
-                &origin,
-                "(file)",
-                format!(
-                    "cannot read `.{other}` config natively (JSON and YAML are read here; \
-                     TS/JS configs are loaded by the `anygpt-discovery` npm bin)"
-                ),
-            ))
-        }
-    };
-    Config::from_value(value, &origin)
+    match extension(path).as_deref() {
+        Some("yaml" | "yml") => parse_yaml(&text, &origin),
+        // Everything else is JSON: the clients' files all are, whatever they are called.
+        _ => parse_jsonc(&text, &origin),
+    }
 }
 
-/// The first existing file of the search order for natively readable formats:
-/// `./.anygpt/mcp-discovery.config.{json,yaml,yml}`, then the same under the home directory.
-#[must_use]
-pub fn default_config_path() -> Option<PathBuf> {
-    let home = std::env::var_os("HOME").or_else(|| std::env::var_os("USERPROFILE"));
-    let roots = std::iter::once(PathBuf::from(".")).chain(home.map(PathBuf::from));
-    roots
-        .flat_map(|root| {
-            NATIVE_EXTENSIONS
-                .iter()
-                .map(move |ext| root.join(".anygpt").join(format!("mcp-discovery.config.{ext}")))
+fn parse_jsonc(text: &str, origin: &str) -> Result<Value> {
+    let options = jsonc_parser::ParseOptions::default();
+    jsonc_parser::parse_to_serde_value::<Value>(text, &options).map_err(|e| {
+        Error::config(
+            origin,
+            format!("line {} column {}", e.line_display(), e.column_display()),
+            format!("{}: fix the JSON syntax there", e.kind()),
+        )
+    })
+}
+
+fn parse_yaml(text: &str, origin: &str) -> Result<Value> {
+    serde_norway::from_str::<Value>(text).map_err(|e| {
+        let at = e.location().map_or_else(
+            || "(document)".to_owned(),
+            |l| format!("line {} column {}", l.line(), l.column()),
+        );
+        // The message repeats the position the path already gives.
+        let message = e.to_string();
+        let message = message
+            .rfind(" at line ")
+            .map_or(message.as_str(), |i| &message[..i])
+            .to_owned();
+        Error::config(origin, at, format!("{message}: fix the YAML syntax there"))
+    })
+}
+
+pub(super) fn from_file(path: &Path, env: &Environment) -> Result<Config> {
+    let value = read_document(path)?;
+    from_value(value, &path.display().to_string(), env)
+}
+
+/// No config file: every known client's config that exists is a source.
+/// The `origin` of a zero-config config.
+pub const ZERO_CONFIG_ORIGIN: &str = "<zero-config>";
+
+pub(super) fn zero_config(located: &Located, env: &Environment) -> Config {
+    let mut config = Config::empty();
+    ZERO_CONFIG_ORIGIN.clone_into(&mut config.origin);
+    config.notes.push(format!(
+        "no config file (looked at {}); importing every MCP client's config found",
+        located.looked.join(", ")
+    ));
+    let all = SourceKind::ALL.map(|kind| SourceSpec { kind, path: None });
+    import_sources(&mut config, &all, env);
+    config
+}
+
+/// What a document holds, decided by its top level and the file it came from.
+enum Shape {
+    /// A discovery section (from `{ discovery }` or a bare section).
+    Section(Value),
+    /// A client's own file passed as the config.
+    Client(SourceKind),
+    /// An `anygpt.config.*` without a `discovery` section: zero-config.
+    NoSection,
+}
+
+fn shape(value: Value, origin: &str) -> Result<Shape> {
+    let anygpt = !origin.starts_with('<') && is_anygpt_config(Path::new(origin));
+    match value {
+        Value::Object(mut map) => {
+            // An editor's `$schema` may sit beside the section, or beside a bare section's keys.
+            map.remove("$schema");
+            if let Some(section) = map.remove("discovery") {
+                return Ok(Shape::Section(section));
+            }
+            if anygpt {
+                return Ok(Shape::NoSection);
+            }
+            let value = Value::Object(map);
+            Ok(match sources::client_format(&value) {
+                Some(kind) => Shape::Client(kind),
+                None => Shape::Section(value),
+            })
+        }
+        Value::Null if anygpt => Ok(Shape::NoSection),
+        Value::Null => Ok(Shape::Section(Value::Object(serde_json::Map::new()))),
+        other => Err(Error::config(
+            origin,
+            "(root)",
+            format!(
+                "expected an object with a `discovery` section, found {}",
+                json_kind(&other)
+            ),
+        )),
+    }
+}
+
+pub(super) fn from_value(value: Value, origin: &str, env: &Environment) -> Result<Config> {
+    let file = (!origin.starts_with('<')).then(|| PathBuf::from(origin));
+    let base = file
+        .as_deref()
+        .and_then(Path::parent)
+        .map_or_else(|| env.cwd.clone(), |dir| env.cwd.join(dir));
+    let mut config = Config::empty();
+    origin.clone_into(&mut config.origin);
+    config.files.extend(file.clone());
+    let (section, sources) = match shape(value, origin)? {
+        Shape::Section(value) => {
+            let section = parse_section(value, origin)?;
+            let sources = parse_sources(&section, origin, &base)?;
+            (section, sources)
+        }
+        Shape::Client(kind) => {
+            config.notes.push(format!("{origin}: read as a {} config", kind.name()));
+            let path = file.clone().unwrap_or_default();
+            (DiscoverySection::default(), vec![SourceSpec { kind, path: Some(path) }])
+        }
+        Shape::NoSection => {
+            config.notes.push(format!(
+                "{origin}: no `discovery` section; importing every MCP client's config found"
+            ));
+            (
+                DiscoverySection::default(),
+                SourceKind::ALL.map(|kind| SourceSpec { kind, path: None }).to_vec(),
+            )
+        }
+    };
+    config.rules = super::validate_section(&section, origin)?;
+    let checked = validate::launch_checks(
+        &section.servers,
+        origin,
+        &|i| format!("discovery.servers[{i}].connection"),
+        &base,
+    );
+    config.warnings.extend(checked);
+    config.discovery = section;
+    import_sources(&mut config, &sources, env);
+    Ok(config)
+}
+
+fn parse_section(value: Value, origin: &str) -> Result<DiscoverySection> {
+    #[derive(serde::Deserialize)]
+    struct Document {
+        discovery: DiscoverySection,
+    }
+    // Wrapped so that error paths start at `discovery.`.
+    let wrapped = Value::Object(std::iter::once(("discovery".to_owned(), value)).collect());
+    let document: Document = serde_path_to_error::deserialize(wrapped)
+        .map_err(|e| Error::config(origin, e.path().to_string(), humanize::reason(&e.inner().to_string())))?;
+    Ok(document.discovery)
+}
+
+fn parse_sources(section: &DiscoverySection, origin: &str, base: &Path) -> Result<Vec<SourceSpec>> {
+    section
+        .sources
+        .iter()
+        .enumerate()
+        .map(|(i, value)| {
+            let at = format!("discovery.sources[{i}]");
+            let spec = sources::parse_source(value, &at, base)
+                .map_err(|(path, reason)| Error::config(origin, path, reason))?;
+            if spec.kind == SourceKind::Custom && spec.path.is_none() {
+                return Err(Error::config(
+                    origin,
+                    format!("{at}.path"),
+                    "a `custom` source needs a `path` to its servers file",
+                ));
+            }
+            Ok(spec)
         })
-        .find(|p| p.is_file())
+        .collect()
+}
+
+/// Import each source after the config's own servers; an imported server that fails the
+/// checks of our own servers is skipped with the reason, never failing the whole config.
+fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) {
+    for spec in specs {
+        let imported = sources::import(spec, env);
+        config.looked.extend(imported.looked);
+        config.warnings.extend(imported.warnings);
+        for file in imported.files {
+            if !config.files.contains(&file) {
+                config.files.push(file);
+            }
+        }
+        config.notes.extend(imported.notes);
+        let mut accepted = Vec::new();
+        for (server, from) in imported.servers {
+            let at = format!("{from}: `{}`", server.name);
+            if let Err((path, reason)) = super::validate_server(&server, "entry") {
+                config.warnings.push(format!("{at} skipped: {path}: {reason}"));
+                continue;
+            }
+            let checked = validate::launch_checks(
+                std::slice::from_ref(&server),
+                &at,
+                &|_| "connection".to_owned(),
+                &env.cwd,
+            );
+            config.warnings.extend(checked);
+            accepted.push((server, from));
+        }
+        sources::merge(&mut config.discovery.servers, accepted, &mut config.notes);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
 
     fn write(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
-        std::fs::File::create(&path)
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
+        std::fs::write(&path, text).unwrap();
         (dir, path)
     }
 
@@ -92,14 +255,39 @@ mod tests {
         let config = Config::from_file(&path).unwrap();
         assert_eq!(config.servers()[0].name, "a");
         assert!(!config.rules().decide("a", "x").enabled);
+        assert_eq!(config.files_read(), [path]);
     }
 
     #[test]
-    fn json_syntax_error_names_file_and_line() {
-        let (_dir, path) = write("c.json", "{\n  \"discovery\": {,}\n}");
-        let err = Config::from_file(&path).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("c.json: line 2"), "{text}");
+    fn json_with_comments_and_trailing_commas() {
+        for name in ["c.json", "c.jsonc"] {
+            let (_dir, path) = write(
+                name,
+                "// mine\n{ \"discovery\": { /* inline */ \"servers\": [ { \"name\": \"a\", \"connection\": { \"command\": \"node\", }, }, ], }, }\n",
+            );
+            assert_eq!(Config::from_file(&path).unwrap().servers()[0].name, "a");
+        }
+    }
+
+    #[test]
+    fn json_syntax_error_names_file_and_line_once() {
+        let (_dir, path) = write("c.json", "{\n  \"discovery\": {\"a\" 1}\n}");
+        let text = Config::from_file(&path).unwrap_err().to_string();
+        assert_eq!(
+            text,
+            format!(
+                "{}: line 2 column 21: Expected colon after the string or word in object property: fix the JSON syntax there",
+                path.display()
+            )
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_error_names_the_position_once() {
+        let (_dir, path) = write("c.yaml", "discovery:\n  servers: [\n");
+        let text = Config::from_file(&path).unwrap_err().to_string();
+        assert_eq!(text.matches("line ").count(), 1, "{text}");
+        assert!(text.ends_with("fix the YAML syntax there"), "{text}");
     }
 
     #[test]
@@ -110,10 +298,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_file_and_foreign_extension_are_clear() {
+    fn missing_file_and_js_file_are_clear() {
         let err = Config::from_file(Path::new("/nonexistent/c.json")).unwrap_err();
         assert!(err.to_string().contains("cannot read file"));
         let (_dir, path) = write("c.ts", "export default {}");
-        assert!(Config::from_file(&path).unwrap_err().to_string().contains("TS/JS"));
+        assert!(Config::from_file(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("TS/JS configs are evaluated by the npm package"));
     }
 }

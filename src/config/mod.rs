@@ -5,10 +5,17 @@
 //! JS side, or an object handed to the Node API ([`Config::from_value`]). Every error names
 //! the origin, the path inside it (`discovery.toolRules[2].pattern[0]`) and the reason.
 //! `${VAR}` references are kept as written and expanded only at launch (see `expand`).
+//!
+//! Which file is read is decided by [`locate`]; other clients' files are imported by
+//! [`sources`] (the `sources` list, a client's file passed as the config, or zero-config).
 
 pub mod expand;
+mod humanize;
 mod load;
+pub mod locate;
 mod schema;
+pub mod sources;
+mod validate;
 
 use std::collections::BTreeMap;
 
@@ -18,7 +25,8 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
-pub use load::{default_config_path, CONFIG_ENV};
+pub use load::ZERO_CONFIG_ORIGIN;
+pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
 
 /// Default per-call timeout (DESIGN §6).
@@ -46,8 +54,8 @@ pub struct DiscoverySection {
     /// The downstream MCP servers.
     #[serde(default)]
     pub servers: Vec<ServerSpec>,
-    /// Imports from other clients' configs (a later release reads them; accepted now so
-    /// configs written for it load).
+    /// Imports from other clients' configs: `{ type, path? }` each (see `sources`), checked
+    /// and read when the config is built.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<Value>,
     /// Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
@@ -305,53 +313,89 @@ pub struct Config {
     /// Where it came from: a file path, or `<object>`.
     pub origin: String,
     rules: RuleSet,
-}
-
-#[derive(Deserialize)]
-struct Document {
-    #[serde(default)]
-    discovery: DiscoverySection,
+    /// The config file (if any), then every source file read.
+    files: Vec<std::path::PathBuf>,
+    /// Every source file looked for, found or not.
+    looked: Vec<std::path::PathBuf>,
+    /// What was looked at and found (stderr at info level).
+    notes: Vec<String>,
+    /// What will likely fail later: a command not on PATH, an unset variable (stderr, warn).
+    warnings: Vec<String>,
 }
 
 impl Config {
     /// Parse and validate a document `{ "discovery": { … } }`. A bare discovery section
-    /// (an object without a `discovery` key) is accepted too, as the Node API allows.
+    /// (an object without a `discovery` key) is accepted too, as the Node API allows, and so
+    /// is a client's own file (`mcpServers`, `servers` or `context_servers` at the top). When
+    /// `origin` is an `anygpt.config.*` file only its `discovery` section is read. Sources are
+    /// imported here, so this reads their files.
     ///
     /// # Errors
     /// `CONFIGURATION_ERROR` naming `origin`, the path inside the document and the reason.
     pub fn from_value(value: Value, origin: &str) -> Result<Self> {
-        let value = match value {
-            Value::Object(mut map) if !map.contains_key("discovery") => {
-                // An editor's `$schema` may sit beside a bare section too.
-                map.remove("$schema");
-                Value::Object([("discovery".to_owned(), Value::Object(map))].into_iter().collect())
-            }
-            Value::Object(map) => Value::Object(map),
-            Value::Null => serde_json::json!({}),
-            other => {
-                return Err(Error::config(
-                    origin,
-                    "(root)",
-                    format!("expected an object, found {}", json_kind(&other)),
-                ))
-            }
-        };
-        let document: Document = serde_path_to_error::deserialize(value)
-            .map_err(|e| Error::config(origin, e.path().to_string(), e.inner().to_string()))?;
-        let rules = validate(&document.discovery, origin)?;
-        Ok(Self {
-            discovery: document.discovery,
-            origin: origin.to_owned(),
-            rules,
-        })
+        load::from_value(value, origin, &Environment::current())
     }
 
-    /// Read a JSON or YAML file (by extension).
+    /// [`Config::from_value`] for the machine `env` describes (tests use a temporary HOME).
+    ///
+    /// # Errors
+    /// As [`Config::from_value`].
+    pub fn from_value_in(value: Value, origin: &str, env: &Environment) -> Result<Self> {
+        load::from_value(value, origin, env)
+    }
+
+    /// Load what [`locate`] chose: the file, or zero-config (every known client's config that
+    /// exists). A TS/JS winner is an error here: the JS side evaluates it and calls
+    /// [`Config::from_value`].
+    ///
+    /// # Errors
+    /// An unreadable or invalid file.
+    pub fn load(located: &Located, env: &Environment) -> Result<Self> {
+        match &located.file {
+            Some(path) => load::from_file(path, env),
+            None => Ok(load::zero_config(located, env)),
+        }
+    }
+
+    /// Every file this config was built from: the config file itself (if it came from one),
+    /// then each source file read, in order. What a file watcher watches to reload.
+    #[must_use]
+    pub fn files_read(&self) -> &[std::path::PathBuf] {
+        &self.files
+    }
+
+    /// [`Config::files_read`] plus every client file looked for but not found: what a file
+    /// watcher watches so that creating, say, a Claude Desktop config is noticed too.
+    #[must_use]
+    pub fn files_to_watch(&self) -> Vec<std::path::PathBuf> {
+        let mut files = self.files.clone();
+        for path in &self.looked {
+            if !files.contains(path) {
+                files.push(path.clone());
+            }
+        }
+        files
+    }
+
+    /// Lines for stderr saying where the config came from and what each source held.
+    #[must_use]
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// Lines for stderr about what will likely fail when a server starts (each names the
+    /// file, the place inside it and the fix).
+    #[must_use]
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Read a JSON (comments and trailing commas allowed) or YAML file, by extension.
     ///
     /// # Errors
     /// An unreadable file, a syntax error, or an invalid config.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
-        load::from_file(path)
+        load::from_file(path, &Environment::current())
     }
 
     /// An empty config (no servers, no rules).
@@ -405,7 +449,7 @@ impl Config {
     }
 }
 
-fn json_kind(value: &Value) -> &'static str {
+pub(crate) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -417,7 +461,7 @@ fn json_kind(value: &Value) -> &'static str {
 }
 
 /// Checks serde cannot express; compiles the rules.
-fn validate(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
+fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
     let err = |path: String, reason: String| Error::config(origin, path, reason);
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
@@ -426,7 +470,10 @@ fn validate(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
         if !seen.insert(server.name.as_str()) {
             return Err(err(
                 format!("{at}.name"),
-                format!("duplicate server name `{}`", server.name),
+                format!(
+                    "duplicate server name `{}`: rename one (tools are addressed as `server:tool`)",
+                    server.name
+                ),
             ));
         }
     }
@@ -454,15 +501,18 @@ fn validate(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
     Ok(RuleSet::new(rules))
 }
 
-fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (String, String)> {
+pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (String, String)> {
     if server.name.trim().is_empty() {
-        return Err((format!("{at}.name"), "server name is empty".into()));
+        return Err((
+            format!("{at}.name"),
+            "server name is empty: give the server a name".into(),
+        ));
     }
     if server.name.contains(':') || server.name.chars().any(char::is_whitespace) {
         return Err((
             format!("{at}.name"),
             format!(
-                "server name `{}` may not contain `:` or whitespace (tools are addressed as `server:tool`)",
+                "server name `{}` may not contain `:` or whitespace (tools are addressed as `server:tool`): use `-` instead",
                 server.name
             ),
         ));
@@ -561,14 +611,18 @@ mod tests {
             { "name": "a", "connection": { "command": "x", "args": "not-a-list" } }
         ] } }));
         assert_eq!(path, "discovery.servers[0].connection.args");
-        assert!(reason.contains("invalid type"), "{reason}");
+        assert_eq!(reason, "expected a list, found the string \"not-a-list\"");
     }
 
     #[test]
     fn unknown_field_is_rejected_with_its_path() {
         let (path, reason) = config_err(json!({ "discovery": { "toolrules": [] } }));
         assert_eq!(path, "discovery.toolrules");
-        assert!(reason.contains("unknown field `toolrules`"), "{reason}");
+        assert_eq!(
+            reason,
+            "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit"
+        );
     }
 
     #[test]
@@ -592,7 +646,7 @@ mod tests {
             json!({ "discovery": { "servers": [{ "name": "a", "connection": { "type": "websocket", "url": "ws://h" } }] } }),
         );
         assert_eq!(path, "discovery.servers[0].connection.type");
-        assert!(reason.contains("unknown variant `websocket`"), "{reason}");
+        assert_eq!(reason, "unknown value `websocket`; use one of: stdio, http, sse");
     }
 
     #[test]
@@ -632,5 +686,113 @@ mod tests {
         let shown = config.redacted().to_string();
         assert!(!shown.contains("ghp_literal"));
         assert!(shown.contains("${TOKEN}"));
+    }
+
+    /// Every validation message, exactly as a user reads it: file, path inside it, the fix.
+    mod messages {
+        use super::*;
+
+        fn error(section: &Value) -> String {
+            Config::from_value(json!({ "discovery": section }), "/p/mcp-discovery.config.json")
+                .unwrap_err()
+                .to_string()
+        }
+
+        fn one_server(connection: &Value) -> Value {
+            json!({ "servers": [{ "name": "gh", "connection": connection }] })
+        }
+
+        #[test]
+        fn unknown_key_wrong_type_and_missing_key() {
+            assert_eq!(
+                error(&json!({ "servers": [{ "name": "a", "connection": { "command": "x", "agrs": [] } }] })),
+                "/p/mcp-discovery.config.json: discovery.servers[0].connection.agrs: unknown key `agrs` (did you mean `args`?); \
+                 remove it or use one of: type, command, args, env, cwd, url, headers"
+            );
+            assert_eq!(
+                error(&json!({ "cache": { "ttl": -5 } })),
+                "/p/mcp-discovery.config.json: discovery.cache.ttl: expected a whole number (0 or more), found -5"
+            );
+            assert_eq!(
+                error(&json!({ "servers": [{ "connection": { "command": "x" } }] })),
+                "/p/mcp-discovery.config.json: discovery.servers[0]: missing key `name`: add it"
+            );
+            assert_eq!(
+                error(&json!({ "toolRules": [{ "pattern": 3 }] })),
+                "/p/mcp-discovery.config.json: discovery.toolRules[0].pattern: expected a pattern string or a list of pattern strings"
+            );
+        }
+
+        #[test]
+        fn invalid_glob_and_regex_name_rule_and_pattern() {
+            assert_eq!(
+                error(&json!({ "toolRules": [{ "pattern": "*" }, { "pattern": ["ok", "a[b"] }] })),
+                "/p/mcp-discovery.config.json: discovery.toolRules[1].pattern[1]: invalid pattern `a[b`: unclosed character class; missing ']'"
+            );
+            let regex = error(&json!({ "toolRules": [{ "pattern": "/(x/" }] }));
+            assert!(
+                regex.starts_with(
+                    "/p/mcp-discovery.config.json: discovery.toolRules[0].pattern: invalid pattern `/(x/`: "
+                ),
+                "{regex}"
+            );
+        }
+
+        #[test]
+        fn names() {
+            let two = json!({ "servers": [server("a"), server("a")] });
+            assert_eq!(
+                error(&two),
+                "/p/mcp-discovery.config.json: discovery.servers[1].name: duplicate server name `a`: rename one (tools are addressed as `server:tool`)"
+            );
+            assert_eq!(
+                error(&json!({ "servers": [server("a b")] })),
+                "/p/mcp-discovery.config.json: discovery.servers[0].name: server name `a b` may not contain `:` or whitespace (tools are addressed as `server:tool`): use `-` instead"
+            );
+            assert_eq!(
+                error(&json!({ "servers": [server(" ")] })),
+                "/p/mcp-discovery.config.json: discovery.servers[0].name: server name is empty: give the server a name"
+            );
+        }
+
+        #[test]
+        fn missing_cwd_command_not_on_path_and_unset_variable_are_warnings() {
+            let config = Config::from_value(
+                json!({ "discovery": one_server(&json!({
+                    "command": "no-such-command-anygpt",
+                    "cwd": "/nonexistent/dir",
+                    "env": { "TOKEN": "${ANYGPT_TEST_UNSET_VAR}", "OK": "${ANYGPT_TEST_UNSET_VAR2:-x}" },
+                })) }),
+                "/p/c.json",
+            )
+            .unwrap();
+            assert_eq!(
+                config.warnings(),
+                [
+                    "/p/c.json: discovery.servers[0].connection.env.TOKEN: server `gh` uses `${ANYGPT_TEST_UNSET_VAR}`, which is not set: \
+                     set it before starting, or write `${ANYGPT_TEST_UNSET_VAR:-default}`",
+                    "/p/c.json: discovery.servers[0].connection.cwd: folder `/nonexistent/dir` of server `gh` does not exist: \
+                     create it or fix `cwd` (the server will fail to start)",
+                    "/p/c.json: discovery.servers[0].connection.command: `no-such-command-anygpt` of server `gh` is not on PATH: \
+                     install it or write its full path (the server will fail to start)",
+                ]
+            );
+        }
+
+        #[test]
+        fn no_message_names_a_rust_type() {
+            for section in [
+                json!({ "cache": "x" }),
+                json!({ "servers": {} }),
+                json!({ "audit": "yes" }),
+                json!({ "servers": [{ "name": "a", "connection": [] }] }),
+                json!({ "toolRules": [{ "pattern": {} }] }),
+            ] {
+                let text = error(&section);
+                for word in ["struct", "Spec", "enum", "OneOrMany", "Vec", "sequence", "u64"] {
+                    assert!(!text.contains(word), "{section}: {text}");
+                }
+            }
+        }
     }
 }

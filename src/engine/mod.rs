@@ -352,13 +352,19 @@ impl Engine {
     }
 }
 
-/// The config again from where `current` came from: its file read again, or the same config
-/// when it was given as an object. The one place a reload resolves its config.
+/// The config again from where `current` came from: its file read again (with the client
+/// files it imports), the search order run again for zero-config, or the same
+/// config when it was given as an object. The one place a reload resolves its config.
 fn reread(current: &Config) -> Result<Config> {
-    if current.origin.starts_with('<') {
-        return Ok(current.clone());
+    match current.origin.as_str() {
+        // The search order again: a config file created since then wins over zero-config.
+        crate::config::ZERO_CONFIG_ORIGIN => {
+            let env = crate::config::Environment::current();
+            Config::load(&crate::config::locate(None, &env), &env)
+        }
+        origin if origin.starts_with('<') => Ok(current.clone()),
+        origin => Config::from_file(std::path::Path::new(origin)),
     }
-    Config::from_file(std::path::Path::new(&current.origin))
 }
 
 /// Server names for a log line: a count and the first few.

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{self, ConfigObject};
-use crate::config::Config;
+use crate::config::{locate, Config, Environment};
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate, SearchRequest};
 use crate::error::{Error as EngineError, ErrorCode};
 
@@ -247,13 +247,22 @@ fn progress_sink(callback: ProgressCallback) -> ProgressSink {
 #[napi]
 impl JsDiscoveryEngine {
     /// Create an engine from a config object: `{ discovery: {...} }` or the `discovery` section
-    /// itself. Throws `CONFIGURATION_ERROR` naming the path of a bad field.
+    /// itself (`origin` names the file it came from, if any). Without an object, the config is
+    /// the file `origin` names, else the search order's winner, else zero-config (every MCP
+    /// client's config found); a TS/JS winner needs `await createEngine()`, which evaluates it.
+    /// Throws `CONFIGURATION_ERROR` naming the file and the path of a bad field.
     #[napi(constructor)]
     pub fn new(
-        #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig }")] config: Value,
+        #[napi(ts_arg_type = "DiscoveryConfig | { discovery: DiscoveryConfig } | undefined")] config: Option<Value>,
         #[napi(ts_arg_type = "string | undefined")] origin: Option<String>,
     ) -> Result<Self> {
-        let config = Config::from_value(config, origin.as_deref().unwrap_or("<object>")).map_err(|e| to_js(&e))?;
+        let config = if let Some(value) = config {
+            Config::from_value(value, origin.as_deref().unwrap_or("<object>"))
+        } else {
+            let env = Environment::current();
+            Config::load(&locate(origin.as_deref().map(std::path::Path::new), &env), &env)
+        }
+        .map_err(|e| to_js(&e))?;
         Ok(Self {
             aborts: Aborts::default(),
             engine: Engine::new(config),
@@ -446,6 +455,32 @@ impl JsDiscoveryEngine {
 pub fn match_pattern(name: String, patterns: Vec<String>) -> Result<bool> {
     crate::rules::match_pattern(&name, &patterns)
         .map_err(|(index, e)| coded(ErrorCode::ConfigurationError, format!("patterns[{index}]: {e}")))
+}
+
+/// Which config file wins (`locateConfig`): the search order's answer, shared by the bin,
+/// `createEngine` and the native binary.
+#[napi(object)]
+pub struct LocatedConfig {
+    /// The winning file (absolute), or none for zero-config.
+    pub file: Option<String>,
+    /// Whether `file` is TS/JS, which the JS side evaluates.
+    pub needs_js: bool,
+    /// Every place looked, in order.
+    pub looked: Vec<String>,
+}
+
+/// Decide which config file wins: `config` (like `--config`), then `ANYGPT_DISCOVERY_CONFIG`,
+/// then `./.anygpt/mcp-discovery.config.*`, `./anygpt.config.*`, the same under the home
+/// directory; none means zero-config.
+#[napi]
+#[must_use]
+pub fn locate_config(config: Option<String>) -> LocatedConfig {
+    let located = locate(config.as_deref().map(std::path::Path::new), &Environment::current());
+    LocatedConfig {
+        needs_js: located.needs_js(),
+        file: located.file.map(|f| f.display().to_string()),
+        looked: located.looked,
+    }
 }
 
 static SHUTDOWN: LazyLock<Notify> = LazyLock::new(Notify::new);

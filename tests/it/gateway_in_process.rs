@@ -33,7 +33,11 @@ async fn empty_gateway_lists_no_servers_and_searches_with_a_hint() {
     let client = gateway(json!({})).await;
     let (is_error, body) = call(&client, "list_mcp_servers", json!({})).await;
     assert!(!is_error);
-    assert_eq!(body, json!({ "servers": [] }));
+    assert_eq!(body["servers"], json!([]));
+    assert!(body["hint"]
+        .as_str()
+        .unwrap()
+        .starts_with("No servers configured: add them to"));
     let (_, body) = call(&client, "search_tools", json!({ "query": "anything" })).await;
     assert_eq!(body["results"], json!([]));
     assert!(body["hint"].as_str().unwrap().contains("no tool matches"));

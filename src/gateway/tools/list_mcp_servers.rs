@@ -20,15 +20,21 @@ pub fn definition() -> Tool {
 #[serde(deny_unknown_fields)]
 pub struct ListServers {}
 
+/// Said once, only when there is nothing to list: where servers come from, in one line.
+pub const NO_SERVERS_HINT: &str =
+    "No servers configured: add them to ./.anygpt/mcp-discovery.config.json or any MCP client's config (Claude Desktop, Cursor, VS Code, ...), then restart.";
+
 #[derive(Debug, Serialize)]
 pub struct Output {
     pub servers: Vec<ServerInfo>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<&'static str>,
 }
 
 impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
-        Output {
-            servers: engine.list_servers().await,
-        }
+        let servers = engine.list_servers().await;
+        let hint = servers.is_empty().then_some(NO_SERVERS_HINT);
+        Output { servers, hint }
     }
 }
