@@ -12,13 +12,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::catalog::snapshot::SnapshotStore;
-use crate::catalog::{Catalog, ToolEntry};
+use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::search::{self, IndexedCatalog};
 use crate::upstream::{Dial, Events, Handle, ServerState, Supervisor, UpstreamError, UpstreamEvent};
 
 use super::validate;
+
+/// Snapshots read ahead of the indexing (parsed tool lists waiting in memory).
+const SNAPSHOTS_AHEAD: usize = 32;
 
 /// One server as the engine holds it.
 pub(super) type Server = Handle<Dial>;
@@ -94,20 +97,39 @@ impl State {
     }
 
     /// Serve every server from its snapshot when there is a fresh one, and start the others.
+    /// One thread reads the files and makes catalog entries while this one indexes them, in
+    /// one batch.
     fn load_snapshots(&self) {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
-        for server in self.upstream.handles() {
-            let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
-            let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
-            if let Some(snapshot) = snapshot {
-                self.index(&server.spec.name, snapshot.tools);
+        // Two stages, each about half the work: files → catalog entries (parse, hashes,
+        // summaries, rules), then entries → index.
+        std::thread::scope(|scope| {
+            let (sender, received) = std::sync::mpsc::sync_channel(SNAPSHOTS_AHEAD);
+            scope.spawn(move || {
+                for server in self.upstream.handles() {
+                    let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+                    let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
+                    let entries = snapshot
+                        .map(|snapshot| Catalog::entries(&server.spec.name, snapshot.tools, self.config.rules()));
+                    if sender.send((server, entries, fresh)).is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+            let mut batch = catalog.batch();
+            for (server, entries, fresh) in received {
+                if let Some(entries) = entries {
+                    let changes = batch.set_server_entries(&server.spec.name, entries);
+                    log_changes(&server.spec.name, &changes);
+                }
+                if fresh {
+                    tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
+                } else {
+                    server.start();
+                }
             }
-            if fresh {
-                tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
-            } else {
-                server.start();
-            }
-        }
+        });
         self.indexed.send_replace(true);
     }
 
@@ -147,15 +169,7 @@ impl State {
             .write()
             .expect("catalog lock is never poisoned")
             .set_server_tools(server, tools, self.config.rules());
-        if !changes.is_empty() {
-            tracing::info!(
-                server,
-                added = changes.added.len(),
-                updated = changes.updated.len(),
-                removed = changes.removed.len(),
-                "catalog updated"
-            );
-        }
+        log_changes(server, &changes);
     }
 
     /// Wait, at most `limit` in all, for servers in their first start (not for retries).
@@ -225,6 +239,18 @@ async fn apply_events_until_closed(state: Weak<State>, events: Arc<Events>, shut
         }
         let Some(state) = state.upgrade() else { return };
         state.apply_events();
+    }
+}
+
+fn log_changes(server: &str, changes: &ToolChanges) {
+    if !changes.is_empty() {
+        tracing::info!(
+            server,
+            added = changes.added.len(),
+            updated = changes.updated.len(),
+            removed = changes.removed.len(),
+            "catalog updated"
+        );
     }
 }
 
