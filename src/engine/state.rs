@@ -193,7 +193,7 @@ impl State {
     /// starting), without copying the list.
     pub async fn with_server_tools<T>(&self, server: &Server, f: impl FnOnce(&[ToolEntry]) -> T) -> Result<T> {
         self.indexed().await;
-        if server.state() == ServerState::Connecting {
+        if matches!(server.state(), ServerState::Connecting { .. }) {
             server
                 .wait_settled(Duration::from_millis(server.spec.startup_timeout_ms()))
                 .await;

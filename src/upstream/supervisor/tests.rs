@@ -144,7 +144,11 @@ async fn a_failed_first_start_is_retried_in_the_background_with_backoff() {
         waited >= Duration::from_millis(770) && waited <= Duration::from_millis(1200),
         "{waited:?}"
     );
-    assert_eq!(handle.state(), ServerState::Connecting, "retrying");
+    assert!(
+        matches!(handle.state(), ServerState::Connecting { last_failure: Some(_) }),
+        "retrying, with the last failure shown: {:?}",
+        handle.state()
+    );
     assert!(!handle.is_first_start(), "nobody waits for a retry");
     settle().await;
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
