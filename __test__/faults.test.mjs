@@ -300,7 +300,7 @@ describe('startup from the snapshot', () => {
       assert.equal(body.pending, undefined);
       assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
       const { body: list } = await call(second.client, 'list_mcp_servers');
-      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 15), JSON.stringify(list.servers[0]));
+      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 16), JSON.stringify(list.servers[0]));
     } finally {
       await second.client.close();
     }
