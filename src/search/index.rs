@@ -12,8 +12,10 @@
 //! leave the postings of their own terms, the new ones are appended; other servers'
 //! postings are not rebuilt. Length normalisation uses the catalog's average field lengths;
 //! they are refreshed (one pass over the forward lists, no re-tokenising) only when they
-//! drift by more than [`NORM_DRIFT`], so adding servers one by one stays cheap.
-//! Interned terms are never forgotten: the vocabulary only grows with new words.
+//! drift by more than [`NORM_DRIFT`], so adding servers one by one stays cheap. Many servers
+//! at once (a startup from snapshots) go through a [`Batch`], which writes the postings once.
+//! Interned terms are never forgotten: the vocabulary only grows with new words, and the
+//! analysis cache (word → term, so a word is stemmed once) grows with it up to a bound.
 //!
 //! What a score *means* (relevance 0..1, the exact-name rule, thresholds) is decided by the
 //! caller, `search::mod`; this module only answers "which documents, with what weight".
