@@ -57,7 +57,7 @@ const IN_NAME: u32 = 1 << 31;
 const NO_TERM: u32 = u32::MAX;
 /// Distinct words remembered by the analysis cache; past this, new words are analysed each
 /// time they occur (correct, only slower), so a flood of made-up words cannot grow it.
-const MAX_CACHED_WORDS: usize = 1 << 20;
+const MAX_CACHED_WORDS: usize = 1 << 18;
 
 /// One document's entry in a term's postings.
 #[derive(Debug, Clone, Copy)]
