@@ -66,6 +66,51 @@ describe('faults', () => {
     }
   });
 
+  test('an unreadable answer (too deep, over 16 MiB) fails its call at once with the reason', async () => {
+    const gateway = await gatewayWith([faultServer('odd', [], { timeoutMs: 30000 })]);
+    try {
+      for (const [kind, reason] of [['deep', /nested deeper than 128 levels/], ['huge', /longer than 16 MiB/]]) {
+        const started = performance.now();
+        const result = await execute(gateway.client, 'odd', 'unreadable', { kind });
+        const elapsed = performance.now() - started;
+        assert.equal(result.isError, true, kind);
+        assert.equal(errorOf(result).code, 'TOOL_EXECUTION_ERROR', kind);
+        assert.match(errorOf(result).message, /protocol error: the server's answer could not be read/);
+        assert.match(errorOf(result).message, reason);
+        // The call's own limit is 30 s: failing at once means within a few seconds at most.
+        assert.ok(elapsed < 5000, `${kind}: failed after ${Math.round(elapsed)} ms`);
+      }
+      const echoed = await execute(gateway.client, 'odd', 'echo', { message: 'still here' });
+      assert.equal(echoed.content[0].text, 'Echo: still here', 'the session goes on');
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('an unreadable initialize answer: the status says why at once, not after startupTimeoutMs', async () => {
+    const gateway = await gatewayWith([
+      faultServer('odd', ['--unreadable-initialize', 'huge'], { startupTimeoutMs: 30000 }),
+      faultServer('steady'),
+    ]);
+    try {
+      const started = performance.now();
+      let odd;
+      for (;;) {
+        const { body } = await call(gateway.client, 'list_mcp_servers');
+        odd = body.servers.find((s) => s.name === 'odd');
+        if (/longer than 16 MiB/.test(odd.error ?? '') || performance.now() - started > 10000) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const elapsed = performance.now() - started;
+      // Before, the start waited out its 30 s budget and then said only "did not answer".
+      assert.ok(elapsed < 10000, `reason shown after ${Math.round(elapsed)} ms: ${JSON.stringify(odd)}`);
+      assert.match(odd.error, /initialize failed: protocol error: the server's answer could not be read/);
+      assert.ok(['error', 'connecting'].includes(odd.status), odd.status);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('garbage on stdout: the server is `error` with a reason, the others work', async () => {
     const gateway = await gatewayWith([faultServer('noisy', ['--garbage'], { startupTimeoutMs: 1000 }), faultServer('steady')]);
     try {
@@ -255,7 +300,7 @@ describe('startup from the snapshot', () => {
       assert.equal(body.pending, undefined);
       assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
       const { body: list } = await call(second.client, 'list_mcp_servers');
-      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 15), JSON.stringify(list.servers[0]));
+      assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 16), JSON.stringify(list.servers[0]));
     } finally {
       await second.client.close();
     }

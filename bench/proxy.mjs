@@ -142,19 +142,22 @@ async function startOnce(command, args, env) {
   return { initialized, found };
 }
 
-console.log(`\nstartup on the demo config (3 servers), median of ${STARTS}`);
-console.log('| gateway | snapshot | spawn → initialize ms | spawn → first search hit ms |');
-console.log('|---|---|---|---|');
-for (const [name, command, args] of [
-  ...(skipNpm ? [] : [['npm bin', process.execPath, [join(root, 'bin/anygpt-discovery.js'), '--config', demo]]]),
-  ['native', native, ['--config', demo]],
-]) {
-  for (const withSnapshot of [false, true]) {
-    const runs = [];
-    const primed = scratchEnv();
-    if (withSnapshot) await startOnce(command, args, primed); // writes the snapshot
-    for (let i = 0; i < STARTS; i++) runs.push(await startOnce(command, args, withSnapshot ? primed : scratchEnv()));
-    const median = (key) => fmt(pct(runs.map((r) => r[key]), 50));
-    console.log(`| ${name} | ${withSnapshot ? 'yes' : 'no'} | ${median('initialized')} | ${median('found')} |`);
+// `--starts 0` measures calls only: no startup table (a median of nothing has no value).
+if (STARTS > 0) {
+  console.log(`\nstartup on the demo config (3 servers), median of ${STARTS}`);
+  console.log('| gateway | snapshot | spawn → initialize ms | spawn → first search hit ms |');
+  console.log('|---|---|---|---|');
+  for (const [name, command, args] of [
+    ...(skipNpm ? [] : [['npm bin', process.execPath, [join(root, 'bin/anygpt-discovery.js'), '--config', demo]]]),
+    ['native', native, ['--config', demo]],
+  ]) {
+    for (const withSnapshot of [false, true]) {
+      const runs = [];
+      const primed = scratchEnv();
+      if (withSnapshot) await startOnce(command, args, primed); // writes the snapshot
+      for (let i = 0; i < STARTS; i++) runs.push(await startOnce(command, args, withSnapshot ? primed : scratchEnv()));
+      const median = (key) => fmt(pct(runs.map((r) => r[key]), 50));
+      console.log(`| ${name} | ${withSnapshot ? 'yes' : 'no'} | ${median('initialized')} | ${median('found')} |`);
+    }
   }
 }

@@ -1,11 +1,9 @@
 //! One error type for the whole engine, with stable codes.
 //!
 //! Variants hold data, not preformatted text; `Error::code` is the single mapping to the
-//! public `ErrorCode`, and `Error::to_json` renders the compact body the gateway returns to the
-//! model. The faces convert at their edge: the gateway into `isError` tool results, the CLI into
-//! an exit status, the Node binding into a JS `Error` with `code`.
-
-use serde_json::{json, Map, Value};
+//! public `ErrorCode`. The faces convert at their edge: the gateway into `isError` tool results
+//! (its compact JSON body is the gateway's, `gateway::meta_tool`), the CLI into an exit status,
+//! the Node binding into a JS `Error` with `code`.
 
 use crate::upstream::UpstreamError;
 
@@ -162,44 +160,11 @@ impl Error {
             Self::Configuration { .. } | Self::Validation { .. } => (None, None),
         }
     }
-
-    /// The compact body returned to the model:
-    /// `{"error":{"code":…,"message":…,"server":…,"tool":…,"suggestions":[…]}}`.
-    #[must_use]
-    pub fn to_json(&self) -> Value {
-        let mut body = Map::new();
-        body.insert("code".into(), json!(self.code().as_str()));
-        body.insert("message".into(), json!(self.to_string()));
-        let (server, tool) = self.subject();
-        if let Some(server) = server {
-            body.insert("server".into(), json!(server));
-        }
-        if let Some(tool) = tool {
-            body.insert("tool".into(), json!(tool));
-        }
-        if !self.suggestions().is_empty() {
-            body.insert("suggestions".into(), json!(self.suggestions()));
-        }
-        json!({ "error": body })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tool_not_found_renders_compact_body_with_suggestions() {
-        let err = Error::ToolNotFound {
-            server: "github".into(),
-            tool: "create_isue".into(),
-            suggestions: vec!["github:create_issue".into()],
-        };
-        assert_eq!(
-            err.to_json().to_string(),
-            r#"{"error":{"code":"TOOL_NOT_FOUND","message":"server `github` has no tool named `create_isue`","server":"github","tool":"create_isue","suggestions":["github:create_issue"]}}"#
-        );
-    }
 
     #[test]
     fn a_server_failure_is_the_source_and_its_text_part_of_the_message() {

@@ -112,10 +112,22 @@ impl Catalog {
     /// Replace `server`'s tools, applying `rules`; says which tools were added, updated or
     /// removed compared with the previous list.
     pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
-        let entries: Vec<ToolEntry> = tools.into_iter().map(|tool| entry(server, tool, rules)).collect();
+        self.set_server_entries(server, Self::entries(server, tools, rules))
+    }
+
+    /// Replace `server`'s tools with `entries` made by [`Catalog::entries`]; says what changed.
+    pub fn set_server_entries(&mut self, server: &str, entries: Vec<ToolEntry>) -> ToolChanges {
         let changes = ToolChanges::between(self.server_tools(server).unwrap_or_default(), &entries);
         self.servers.insert(server.to_owned(), entries);
         changes
+    }
+
+    /// The entries of `server`'s `tools`, `rules` applied: the part of
+    /// [`Catalog::set_server_tools`] that needs no catalog, so loading many servers can do it
+    /// on another thread.
+    #[must_use]
+    pub fn entries(server: &str, tools: Vec<Tool>, rules: &RuleSet) -> Vec<ToolEntry> {
+        tools.into_iter().map(|tool| entry(server, tool, rules)).collect()
     }
 
     /// Change `server`'s entries in place: for trust marks (warnings, change, approval) only,

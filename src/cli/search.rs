@@ -93,7 +93,7 @@ fn human(query: &str, response: &SearchResponse) -> String {
             let _ = writeln!(out, "   Tags: {}", hit.tags.join(", "));
         }
     }
-    if let Some(hint) = &response.hint {
+    if let Some(hint) = response.hint("no tool matches; try other words") {
         let _ = write!(out, "\nhint: {hint}\n");
     }
     out
@@ -123,7 +123,7 @@ mod tests {
                 result("update_issue", 0.874, &[]),
             ],
             pending: None,
-            hint: None,
+            query_cut: false,
         };
         assert_eq!(
             human("github issue", &response),
@@ -138,11 +138,11 @@ mod tests {
         let response = SearchResponse {
             results: vec![],
             pending: None,
-            hint: Some("try other words".into()),
+            query_cut: false,
         };
         assert_eq!(
             human("zzz", &response),
-            "No tools found for \"zzz\".\n\nhint: try other words\n"
+            "No tools found for \"zzz\".\n\nhint: no tool matches; try other words\n"
         );
     }
 }

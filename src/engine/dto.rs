@@ -76,8 +76,32 @@ pub struct SearchResponse {
     /// Servers still starting, whose tools are not searchable yet.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
+    /// The query was longer than `search::MAX_QUERY_CHARS` characters; only its start was
+    /// searched. What to advise about this, pending servers and empty results is each face's
+    /// to word: the gateway names its meta-tools, Node its methods.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub query_cut: bool,
+}
+
+impl SearchResponse {
+    /// A word for the reader: the query was cut, servers are still starting, or nothing
+    /// matched — then `no_results`, in which each face names its own next step (the gateway
+    /// its meta-tools, Node its methods).
+    #[must_use]
+    pub fn hint(&self, no_results: &str) -> Option<String> {
+        let advice = match (self.results.is_empty(), self.pending) {
+            (_, Some(n)) => Some(format!(
+                "{n} server(s) still starting; search again shortly for their tools"
+            )),
+            (true, None) => Some(no_results.to_owned()),
+            (false, None) => None,
+        };
+        if !self.query_cut {
+            return advice;
+        }
+        let note = format!("query cut to its first {} characters", crate::search::MAX_QUERY_CHARS);
+        Some(advice.map_or(note.clone(), |advice| format!("{note}; {advice}")))
+    }
 }
 
 /// One tool in `list_tools`.

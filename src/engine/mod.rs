@@ -136,7 +136,7 @@ impl Engine {
     /// # Errors
     /// `VALIDATION_ERROR` for an empty query or a bad limit; `SERVER_NOT_FOUND` for an
     /// unknown `server` filter. A query over `search::MAX_QUERY_CHARS` characters is cut
-    /// there (and the hint says so).
+    /// there (and the response says so).
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
         let query = request.query.trim();
         if query.is_empty() {
@@ -184,21 +184,10 @@ impl Engine {
                 enabled: hit.entry.enabled,
             })
             .collect();
-        let mut hint = match (results.is_empty(), pending) {
-            (_, n) if n > 0 => Some(format!(
-                "{n} server(s) still starting; search again shortly for their tools"
-            )),
-            (true, _) => Some("no tool matches; try other words, or list_tools for a server".to_owned()),
-            _ => None,
-        };
-        if truncated.is_some() {
-            let note = format!("query cut to its first {} characters", search::MAX_QUERY_CHARS);
-            hint = Some(hint.map_or(note.clone(), |h| format!("{note}; {h}")));
-        }
         Ok(SearchResponse {
             results,
             pending: (pending > 0).then_some(pending),
-            hint,
+            query_cut: truncated.is_some(),
         })
     }
 

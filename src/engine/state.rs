@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::catalog::snapshot::SnapshotStore;
-use crate::catalog::{Catalog, ToolEntry};
+use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::config::Config;
 use crate::config::ServerSpec;
 use crate::error::{Error, Result};
@@ -23,6 +23,9 @@ use crate::search::{self, IndexedCatalog};
 use crate::upstream::{Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamError, UpstreamEvent};
 
 use super::validate;
+
+/// Snapshots read ahead of the indexing (parsed tool lists waiting in memory).
+const SNAPSHOTS_AHEAD: usize = 32;
 
 /// One server as the engine holds it.
 pub(super) type Server = Handle<Dial>;
@@ -148,24 +151,55 @@ impl State {
     }
 
     /// Serve every server from its snapshot when there is a fresh one, and start the others.
+    /// One thread reads the files and makes catalog entries while this one indexes them, in
+    /// one batch.
     fn load_snapshots(&self) {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
-        for server in self.upstream.handles() {
-            if self.has_tools(&server.spec.name) {
-                // Carried over by a reload, with its session.
-                continue;
+        // Servers a reload carried over keep their tools (and session): nothing to load.
+        let carried: std::collections::HashSet<String> = {
+            let catalog = self.catalog.read().expect("catalog lock is never poisoned");
+            self.upstream
+                .handles()
+                .filter(|s| catalog.server_tools(&s.spec.name).is_some())
+                .map(|s| s.spec.name.clone())
+                .collect()
+        };
+        // Two stages, each about half the work: files → catalog entries (parse, hashes,
+        // summaries, rules, trust checks), then entries → index.
+        std::thread::scope(|scope| {
+            let (sender, received) = std::sync::mpsc::sync_channel(SNAPSHOTS_AHEAD);
+            let carried = &carried;
+            scope.spawn(move || {
+                for server in self.upstream.handles().filter(|s| !carried.contains(&s.spec.name)) {
+                    let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+                    let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
+                    let entries = snapshot
+                        .map(|snapshot| Catalog::entries(&server.spec.name, snapshot.tools, self.config.rules()));
+                    if sender.send((server, entries, fresh)).is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+            let mut loaded = Vec::new();
+            let mut batch = catalog.batch();
+            for (server, entries, fresh) in received {
+                if let Some(entries) = entries {
+                    let changes = batch.set_server_entries(&server.spec.name, entries);
+                    log_changes(&server.spec.name, &changes);
+                    loaded.push(server.spec.name.as_str());
+                }
+                if fresh {
+                    tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
+                } else {
+                    server.start();
+                }
             }
-            let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
-            let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
-            if let Some(snapshot) = snapshot {
-                self.index(&server.spec.name, snapshot.tools);
+            drop(batch);
+            for server in loaded {
+                self.review_trust(&mut catalog, server, false);
             }
-            if fresh {
-                tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
-            } else {
-                server.start();
-            }
-        }
+        });
         self.indexed.send_replace(true);
     }
 
@@ -216,14 +250,6 @@ impl State {
         self.stop_events.cancel();
     }
 
-    fn has_tools(&self, server: &str) -> bool {
-        self.catalog
-            .read()
-            .expect("catalog lock is never poisoned")
-            .server_tools(server)
-            .is_some()
-    }
-
     /// `server`'s settings as the config has them now (its handle may predate a reload).
     pub fn spec_of<'a>(&'a self, server: &'a Server) -> &'a ServerSpec {
         self.specs
@@ -240,15 +266,7 @@ impl State {
             self.review_trust(&mut catalog, server, false);
             changes
         };
-        if !changes.is_empty() {
-            tracing::info!(
-                server,
-                added = changes.added.len(),
-                updated = changes.updated.len(),
-                removed = changes.removed.len(),
-                "catalog updated"
-            );
-        }
+        log_changes(server, &changes);
     }
 
     /// Wait, at most `limit` in all, for servers in their first start (not for retries).
@@ -382,6 +400,18 @@ fn empty_catalog(config: &Config) -> IndexedCatalog {
 fn same_launch(old: &ServerSpec, new: &ServerSpec, moved: bool) -> bool {
     let launch = |s: &ServerSpec| serde_json::to_value((&s.name, &s.connection, s.startup_timeout_ms)).ok();
     launch(old) == launch(new) && !(moved && new.connection.cwd.is_some())
+}
+
+fn log_changes(server: &str, changes: &ToolChanges) {
+    if !changes.is_empty() {
+        tracing::info!(
+            server,
+            added = changes.added.len(),
+            updated = changes.updated.len(),
+            removed = changes.removed.len(),
+            "catalog updated"
+        );
+    }
 }
 
 /// The folder of a config file, against which relative `cwd`s resolve.

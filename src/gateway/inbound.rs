@@ -213,96 +213,10 @@ fn detail(error: &serde_json::Error) -> String {
     cut_text(&out.join(" "), DETAIL_BYTES).into_owned()
 }
 
-/// The top-level `"id"` of a line that is not valid JSON, found by walking the outer object
-/// and skipping every other value by brackets and string quotes alone (no recursion, no
-/// number or escape checks). `None` unless the id itself is a valid JSON string or number.
+/// The top-level `"id"` of a line that is not valid JSON, when it is a valid JSON string or
+/// number (see [`crate::lenient_json`]).
 pub(crate) fn lenient_id(line: &[u8]) -> Option<Value> {
-    let mut at = skip_ws(line, 0);
-    if line.get(at) != Some(&b'{') {
-        return None;
-    }
-    at += 1;
-    loop {
-        at = skip_ws(line, at);
-        if line.get(at) != Some(&b'"') {
-            return None;
-        }
-        let key_end = string_end(line, at)?;
-        let key = &line[at + 1..key_end - 1];
-        at = skip_ws(line, key_end);
-        if line.get(at) != Some(&b':') {
-            return None;
-        }
-        at = skip_ws(line, at + 1);
-        let value_end = value_end(line, at)?;
-        if key == b"id" {
-            return serde_json::from_slice::<Value>(&line[at..value_end])
-                .ok()
-                .filter(is_valid_id);
-        }
-        at = skip_ws(line, value_end);
-        if line.get(at) != Some(&b',') {
-            return None;
-        }
-        at += 1;
-    }
-}
-
-fn skip_ws(line: &[u8], mut at: usize) -> usize {
-    while line.get(at).is_some_and(u8::is_ascii_whitespace) {
-        at += 1;
-    }
-    at
-}
-
-/// The index after the closing quote of the string opening at `start`.
-fn string_end(line: &[u8], start: usize) -> Option<usize> {
-    let mut at = start + 1;
-    loop {
-        match line.get(at)? {
-            b'\\' => at += 2,
-            b'"' => return Some(at + 1),
-            _ => at += 1,
-        }
-    }
-}
-
-/// The index after the value starting at `start`.
-fn value_end(line: &[u8], start: usize) -> Option<usize> {
-    match line.get(start)? {
-        b'"' => string_end(line, start),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut at = start;
-            loop {
-                match line.get(at)? {
-                    b'"' => {
-                        at = string_end(line, at)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(at + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                at += 1;
-            }
-        }
-        _ => {
-            let mut at = start;
-            while line
-                .get(at)
-                .is_some_and(|b| !matches!(b, b',' | b'}' | b']') && !b.is_ascii_whitespace())
-            {
-                at += 1;
-            }
-            (at > start).then_some(at)
-        }
-    }
+    crate::lenient_json::scan(line).id
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use rmcp::ErrorData;
 use rmcp::RoleServer;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
 use super::bound::{bound_strings, cut_text, FIELD_BYTES};
 use super::tools::{execute_tool, get_tool_details, list_mcp_servers, list_tools, search_tools};
@@ -127,9 +127,46 @@ pub(super) fn json_result<T: Serialize>(value: &T) -> CallToolResult {
     CallToolResult::success(vec![ContentBlock::text(value.to_string())])
 }
 
+/// The compact body the model reads for an error:
+/// `{"error":{"code":…,"message":…,"server":…,"tool":…,"suggestions":[…]}}`.
+fn error_body(error: &Error) -> Value {
+    let mut body = Map::new();
+    body.insert("code".into(), json!(error.code().as_str()));
+    body.insert("message".into(), json!(error.to_string()));
+    let (server, tool) = error.subject();
+    if let Some(server) = server {
+        body.insert("server".into(), json!(server));
+    }
+    if let Some(tool) = tool {
+        body.insert("tool".into(), json!(tool));
+    }
+    if !error.suggestions().is_empty() {
+        body.insert("suggestions".into(), json!(error.suggestions()));
+    }
+    json!({ "error": body })
+}
+
 /// An error the model can act on, every text field bounded.
 pub(super) fn error_result(error: &Error) -> CallToolResult {
-    let mut body = error.to_json();
+    let mut body = error_body(error);
     bound_strings(&mut body, FIELD_BYTES);
     CallToolResult::error(vec![ContentBlock::text(body.to_string())])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_not_found_renders_compact_body_with_suggestions() {
+        let err = Error::ToolNotFound {
+            server: "github".into(),
+            tool: "create_isue".into(),
+            suggestions: vec!["github:create_issue".into()],
+        };
+        assert_eq!(
+            error_body(&err).to_string(),
+            r#"{"error":{"code":"TOOL_NOT_FOUND","message":"server `github` has no tool named `create_isue`","server":"github","tool":"create_isue","suggestions":["github:create_issue"]}}"#
+        );
+    }
 }

@@ -307,6 +307,7 @@ impl JsDiscoveryEngine {
             include_disabled: options.include_disabled.unwrap_or(false),
         };
         let response = self.engine.search(&request).await.map_err(|e| to_js(&e))?;
+        let hint = response.hint("no tool matches; try other words, or listTools for a server");
         Ok(SearchResponse {
             results: response
                 .results
@@ -321,7 +322,7 @@ impl JsDiscoveryEngine {
                 })
                 .collect(),
             pending: response.pending.map(count),
-            hint: response.hint,
+            hint,
         })
     }
 

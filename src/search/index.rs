@@ -12,8 +12,10 @@
 //! leave the postings of their own terms, the new ones are appended; other servers'
 //! postings are not rebuilt. Length normalisation uses the catalog's average field lengths;
 //! they are refreshed (one pass over the forward lists, no re-tokenising) only when they
-//! drift by more than [`NORM_DRIFT`], so adding servers one by one stays cheap.
-//! Interned terms are never forgotten: the vocabulary only grows with new words.
+//! drift by more than [`NORM_DRIFT`], so adding servers one by one stays cheap. Many servers
+//! at once (a startup from snapshots) go through a [`Batch`], which writes the postings once.
+//! Interned terms are never forgotten: the vocabulary only grows with new words, and the
+//! analysis cache (word → term, so a word is stemmed once) grows with it up to a bound.
 //!
 //! What a score *means* (relevance 0..1, the exact-name rule, thresholds) is decided by the
 //! caller, `search::mod`; this module only answers "which documents, with what weight".
@@ -51,6 +53,11 @@ const MAX_FIELD_TERMS: usize = 2_000;
 const NORM_DRIFT: f32 = 0.1;
 /// Marks a posting whose term occurs in the document's name.
 const IN_NAME: u32 = 1 << 31;
+/// What [`Index::word_terms`] holds for a word that gives no term (a stop word).
+const NO_TERM: u32 = u32::MAX;
+/// Distinct words remembered by the analysis cache; past this, new words are analysed each
+/// time they occur (correct, only slower), so a flood of made-up words cannot grow it.
+const MAX_CACHED_WORDS: usize = 1 << 18;
 
 /// One document's entry in a term's postings.
 #[derive(Debug, Clone, Copy)]
@@ -161,6 +168,12 @@ impl SlotFilter {
 #[derive(Clone, Default)]
 pub struct Index {
     vocabulary: HashMap<Box<str>, u32>,
+    /// Analysis cache: lowercase word → its term (or [`NO_TERM`]). Stemming was most of the
+    /// cost of indexing a catalog, and a catalog says the same few thousand words again and
+    /// again.
+    word_terms: HashMap<Box<str>, u32>,
+    /// Per term, where it sits in the document being analysed ([`NO_TERM`]: not in it).
+    scratch_positions: Vec<u32>,
     /// Postings by term id, in no particular order.
     postings: Vec<Vec<Posting>>,
     /// Document slots; `None` is a free slot (listed in `free`).
@@ -194,31 +207,26 @@ impl Index {
     /// Replace `server`'s documents with `tools` (an empty list removes the server).
     /// `description` is the server's own description, if it has one.
     pub fn set_server(&mut self, server: &str, description: Option<&str>, tools: &[ToolEntry]) {
-        self.remove_docs(server);
-        if tools.is_empty() {
-            self.refresh_norms();
-            return;
+        self.batch().set_server(server, description, tools);
+    }
+
+    /// Change many servers, with the postings written once at the end: the same index as
+    /// [`Index::set_server`] for each in turn, without re-weighting every posting each time
+    /// the average lengths drift (which, while a catalog is loaded server by server, is often).
+    pub fn batch(&mut self) -> Batch<'_> {
+        Batch {
+            index: self,
+            unposted: Vec::new(),
+            renormalized: false,
         }
-        let server_arc: Arc<str> = Arc::from(server);
-        let server_terms = server_field_terms(server, description);
-        let mut slots = Vec::with_capacity(tools.len());
-        for (position, entry) in tools.iter().enumerate() {
-            let doc = self.analyze(
-                &server_arc,
-                &server_terms,
-                u32::try_from(position).unwrap_or(u32::MAX),
-                entry,
-            );
-            slots.push(self.insert(doc));
-        }
-        self.servers.insert(server_arc, slots);
-        self.refresh_norms();
     }
 
     /// Forget `server`'s documents.
     pub fn remove_server(&mut self, server: &str) {
         self.remove_docs(server);
-        self.refresh_norms();
+        if self.renormalize() {
+            self.rebuild_postings();
+        }
     }
 
     /// Number of indexed tools.
@@ -363,25 +371,90 @@ impl Index {
         id
     }
 
+    /// The term of a lowercase word ([`NO_TERM`] for a stop word), from the cache when the
+    /// word was seen before.
+    fn word_term(&mut self, word: &str) -> u32 {
+        if let Some(&term) = self.word_terms.get(word) {
+            return term;
+        }
+        let term = if tokenize::is_stop_word(word) {
+            NO_TERM
+        } else {
+            self.intern(&tokenize::stem(word))
+        };
+        if self.word_terms.len() < MAX_CACHED_WORDS {
+            self.word_terms.insert(word.into(), term);
+        }
+        term
+    }
+
+    /// Append the terms of `text` to `out`: [`tokenize::terms`], interned.
+    fn push_terms(&mut self, text: &str, out: &mut Vec<u32>) {
+        tokenize::for_each_word(text, |word| {
+            let term = self.word_term(word);
+            if term != NO_TERM {
+                out.push(term);
+            }
+        });
+    }
+
+    /// Terms of the server field: the server's name and description.
+    fn server_field_terms(&mut self, server: &str, description: Option<&str>) -> Vec<u32> {
+        let mut terms = Vec::new();
+        self.push_terms(server, &mut terms);
+        if let Some(description) = description {
+            self.push_terms(description, &mut terms);
+        }
+        terms
+    }
+
+    /// Terms of the parameters: each top-level property's name and description.
+    fn param_terms(&mut self, schema: &serde_json::Map<String, Value>, out: &mut Vec<u32>) {
+        let Some(Value::Object(properties)) = schema.get("properties") else {
+            return;
+        };
+        for (name, property) in properties {
+            self.push_terms(name, out);
+            if let Some(Value::String(description)) = property.get("description") {
+                self.push_terms(description, out);
+            }
+        }
+    }
+
     /// Tokenise one tool into a document (interning its terms).
-    fn analyze(&mut self, server: &Arc<str>, server_terms: &[String], position: u32, entry: &ToolEntry) -> Doc {
-        let mut fields: [Vec<String>; FIELDS] = Default::default();
-        fields[NAME] = tokenize::terms(entry.name());
-        fields[SERVER] = server_terms.to_vec();
-        fields[DESCRIPTION] = tokenize::terms(entry.description());
-        fields[PARAMS] = param_terms(&entry.tool.input_schema);
-        fields[TAGS] = entry.tags.iter().flat_map(|t| tokenize::terms(t)).collect();
+    fn analyze(&mut self, server: &Arc<str>, server_terms: &[u32], position: u32, entry: &ToolEntry) -> Doc {
+        let mut fields: [Vec<u32>; FIELDS] = Default::default();
+        self.push_terms(entry.name(), &mut fields[NAME]);
+        fields[SERVER].extend_from_slice(server_terms);
+        self.push_terms(entry.description(), &mut fields[DESCRIPTION]);
+        self.param_terms(&entry.tool.input_schema, &mut fields[PARAMS]);
+        for tag in &entry.tags {
+            self.push_terms(tag, &mut fields[TAGS]);
+        }
         let mut lens = [0u32; FIELDS];
-        let mut counts: BTreeMap<u32, [u8; FIELDS]> = BTreeMap::new();
+        let mut counts: Vec<(u32, [u8; FIELDS])> = Vec::new();
+        if self.scratch_positions.len() < self.postings.len() {
+            self.scratch_positions.resize(self.postings.len(), NO_TERM);
+        }
         for (field, terms) in fields.iter().enumerate() {
             lens[field] = u32::try_from(terms.len()).unwrap_or(u32::MAX);
-            for term in terms.iter().take(MAX_FIELD_TERMS) {
-                let id = self.intern(term);
-                let tf = &mut counts.entry(id).or_default()[field];
+            for &term in terms.iter().take(MAX_FIELD_TERMS) {
+                let at = &mut self.scratch_positions[term as usize];
+                if *at == NO_TERM {
+                    *at = u32::try_from(counts.len()).expect("a document has fewer than 2^32 terms");
+                    counts.push((term, [0; FIELDS]));
+                }
+                let tf = &mut counts[*at as usize].1[field];
                 *tf = tf.saturating_add(1);
             }
         }
-        let name_terms = counts.values().filter(|tf| tf[NAME] > 0).count();
+        for &(term, _) in &counts {
+            self.scratch_positions[term as usize] = NO_TERM;
+        }
+        // Ordered by term, as before the dense counting: nothing depends on it but a stable
+        // layout is easier to reason about.
+        counts.sort_unstable_by_key(|&(term, _)| term);
+        let name_terms = counts.iter().filter(|(_, tf)| tf[NAME] > 0).count();
         Doc {
             server: server.clone(),
             name: entry.name().into(),
@@ -389,10 +462,11 @@ impl Index {
             enabled: entry.enabled,
             lens,
             name_terms: u16::try_from(name_terms).unwrap_or(u16::MAX),
-            terms: counts.into_iter().collect(),
+            terms: counts.into_boxed_slice(),
         }
     }
 
+    /// Add a document without its postings (the caller writes them).
     fn insert(&mut self, doc: Doc) -> u32 {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.docs.push(None);
@@ -402,9 +476,6 @@ impl Index {
             self.len_sum[field] += u64::from(*len);
         }
         self.live += 1;
-        for &(term, tf) in &doc.terms {
-            self.postings[term as usize].push(posting(slot, tf, doc.lens, self.norm_avg));
-        }
         self.names.entry(doc.name.to_lowercase().into()).or_default().push(slot);
         let next_ord = u32::try_from(self.server_ords.len()).expect("fewer than 2^32 servers");
         let server = *self.server_ords.entry(doc.server.clone()).or_insert(next_ord);
@@ -421,10 +492,11 @@ impl Index {
         slot
     }
 
-    /// Take `server`'s documents out of the postings of the terms they use, and nothing else.
-    fn remove_docs(&mut self, server: &str) {
+    /// Take `server`'s documents out of the postings of the terms they use, and nothing else;
+    /// says which slots were freed.
+    fn remove_docs(&mut self, server: &str) -> Vec<u32> {
         let Some(slots) = self.servers.remove(server) else {
-            return;
+            return Vec::new();
         };
         let mut affected: Vec<u32> = Vec::new();
         for &slot in &slots {
@@ -452,14 +524,16 @@ impl Index {
         for term in affected {
             self.postings[term as usize].retain(|p| removed.binary_search(&(p.doc & !IN_NAME)).is_err());
         }
-        self.free.extend(removed);
+        self.free.extend_from_slice(&removed);
+        removed
     }
 
-    /// Re-weight every posting when the average field lengths moved by more than
-    /// [`NORM_DRIFT`] since the weights were computed.
-    fn refresh_norms(&mut self) {
+    /// Take the current average field lengths as the norm when they moved by more than
+    /// [`NORM_DRIFT`] since the weights were computed; says whether they did (every posting
+    /// must then be re-weighted).
+    fn renormalize(&mut self) -> bool {
         if self.live == 0 {
-            return;
+            return false;
         }
         #[expect(clippy::cast_precision_loss, reason = "term counts are far below 2^24 per tool")]
         let current: [f32; FIELDS] = std::array::from_fn(|f| self.len_sum[f] as f32 / self.live as f32);
@@ -467,10 +541,14 @@ impl Index {
             .iter()
             .zip(self.norm_avg)
             .any(|(&now, then)| (now - then).abs() > NORM_DRIFT * then.max(f32::EPSILON));
-        if !drifted {
-            return;
+        if drifted {
+            self.norm_avg = current;
         }
-        self.norm_avg = current;
+        drifted
+    }
+
+    /// Write every document's postings again, weighted with the current norm.
+    fn rebuild_postings(&mut self) {
         for postings in &mut self.postings {
             postings.clear();
         }
@@ -479,6 +557,59 @@ impl Index {
             let slot = u32::try_from(slot).expect("fewer than 2^31 tools");
             for &(term, tf) in &doc.terms {
                 self.postings[term as usize].push(posting(slot, tf, doc.lens, self.norm_avg));
+            }
+        }
+    }
+}
+
+/// Changes to an [`Index`] whose postings are written when it is dropped.
+pub struct Batch<'a> {
+    index: &'a mut Index,
+    /// Slots added in this batch, in order, whose postings are not written yet.
+    unposted: Vec<u32>,
+    /// The norm changed during the batch: every posting must be re-weighted.
+    renormalized: bool,
+}
+
+impl Batch<'_> {
+    /// [`Index::set_server`] within the batch.
+    pub fn set_server(&mut self, server: &str, description: Option<&str>, tools: &[ToolEntry]) {
+        let index = &mut *self.index;
+        let freed = index.remove_docs(server);
+        if !freed.is_empty() {
+            self.unposted.retain(|slot| !freed.contains(slot));
+        }
+        if !tools.is_empty() {
+            let server_arc: Arc<str> = Arc::from(server);
+            let server_terms = index.server_field_terms(server, description);
+            let mut slots = Vec::with_capacity(tools.len());
+            for (position, entry) in tools.iter().enumerate() {
+                let position = u32::try_from(position).unwrap_or(u32::MAX);
+                let doc = index.analyze(&server_arc, &server_terms, position, entry);
+                slots.push(index.insert(doc));
+            }
+            self.unposted.extend_from_slice(&slots);
+            index.servers.insert(server_arc, slots);
+        }
+        // Decided after each server as one `set_server` would, so the final norm (and every
+        // weight) is what the same changes made one by one give.
+        self.renormalized |= index.renormalize();
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        let index = &mut *self.index;
+        if self.renormalized {
+            index.rebuild_postings();
+            return;
+        }
+        for &slot in &self.unposted {
+            let doc = index.docs[slot as usize]
+                .as_ref()
+                .expect("an unposted slot holds its document");
+            for &(term, tf) in &doc.terms {
+                index.postings[term as usize].push(posting(slot, tf, doc.lens, index.norm_avg));
             }
         }
     }
@@ -500,28 +631,4 @@ fn posting(slot: u32, tf: [u8; FIELDS], lens: [u32; FIELDS], avg: [f32; FIELDS])
         doc: slot | if tf[NAME] > 0 { IN_NAME } else { 0 },
         weight: w / (K1 + w),
     }
-}
-
-/// Terms of the server field: the server's name and description.
-fn server_field_terms(server: &str, description: Option<&str>) -> Vec<String> {
-    let mut terms = tokenize::terms(server);
-    if let Some(description) = description {
-        terms.extend(tokenize::terms(description));
-    }
-    terms
-}
-
-/// Terms of the parameters: each top-level property's name and description.
-fn param_terms(schema: &serde_json::Map<String, Value>) -> Vec<String> {
-    let Some(Value::Object(properties)) = schema.get("properties") else {
-        return Vec::new();
-    };
-    let mut terms = Vec::new();
-    for (name, property) in properties {
-        terms.extend(tokenize::terms(name));
-        if let Some(Value::String(description)) = property.get("description") {
-            terms.extend(tokenize::terms(description));
-        }
-    }
-    terms
 }

@@ -9,8 +9,8 @@ use std::ops::Deref;
 
 use rmcp::model::Tool;
 
-use super::index::Index;
-use crate::catalog::{Catalog, ToolChanges};
+use super::index::{Batch, Index};
+use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::rules::RuleSet;
 
 /// A [`Catalog`] with its search [`Index`] kept up to date per server.
@@ -43,6 +43,15 @@ impl IndexedCatalog {
         self.catalog.annotate(server, f);
     }
 
+    /// Change many servers' tools with the index's postings written once, when the returned
+    /// batch is dropped (loading hundreds of snapshots at startup).
+    pub fn batch(&mut self) -> CatalogBatch<'_> {
+        CatalogBatch {
+            catalog: &mut self.catalog,
+            index: self.index.batch(),
+        }
+    }
+
     /// Forget `server`'s tools and its documents.
     pub fn remove_server(&mut self, server: &str) {
         self.catalog.remove_server(server);
@@ -61,6 +70,27 @@ impl IndexedCatalog {
     }
 }
 
+/// Changes to an [`IndexedCatalog`] whose index postings are written when it is dropped.
+pub struct CatalogBatch<'a> {
+    catalog: &'a mut Catalog,
+    index: Batch<'a>,
+}
+
+impl CatalogBatch<'_> {
+    /// [`IndexedCatalog::set_server_tools`] within the batch.
+    pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
+        self.set_server_entries(server, Catalog::entries(server, tools, rules))
+    }
+
+    /// Replace `server`'s tools with entries from [`Catalog::entries`], within the batch.
+    pub fn set_server_entries(&mut self, server: &str, entries: Vec<ToolEntry>) -> ToolChanges {
+        let changes = self.catalog.set_server_entries(server, entries);
+        let tools = self.catalog.server_tools(server).unwrap_or_default();
+        self.index.set_server(server, self.catalog.description(server), tools);
+        changes
+    }
+}
+
 impl From<Catalog> for IndexedCatalog {
     /// Index a whole catalog (e.g. one loaded from a file).
     fn from(catalog: Catalog) -> Self {
@@ -68,10 +98,15 @@ impl From<Catalog> for IndexedCatalog {
             catalog,
             index: Index::default(),
         };
-        let servers: Vec<String> = indexed.catalog.server_names().map(str::to_owned).collect();
-        for server in &servers {
-            indexed.reindex(server);
+        let mut batch = indexed.index.batch();
+        for server in indexed.catalog.server_names() {
+            batch.set_server(
+                server,
+                indexed.catalog.description(server),
+                indexed.catalog.server_tools(server).unwrap_or_default(),
+            );
         }
+        drop(batch);
         indexed
     }
 }
@@ -96,6 +131,55 @@ mod tests {
             "Reads a file.".to_owned(),
             Arc::new(serde_json::Map::new()),
         )
+    }
+
+    /// Servers set in one batch give the index the same servers set one by one gives.
+    #[test]
+    fn a_batch_indexes_like_one_server_at_a_time() {
+        let rules = RuleSet::default();
+        let list = |n: usize, words: &str| -> Vec<Tool> {
+            (0..n)
+                .map(|i| {
+                    Tool::new(
+                        format!("tool_{i}"),
+                        format!("{words} {}", "long text ".repeat(i * 7)),
+                        Arc::new(serde_json::Map::new()),
+                    )
+                })
+                .collect()
+        };
+        let changes = [
+            ("a", list(3, "read files")),
+            ("b", list(9, "search the web")),
+            ("a", list(1, "write files")),
+            ("c", list(20, "send mail")),
+            ("b", Vec::new()),
+        ];
+        let mut one_by_one = IndexedCatalog::default();
+        let mut batched = IndexedCatalog::default();
+        let mut batch = batched.batch();
+        for (server, tools) in &changes {
+            one_by_one.set_server_tools(server, tools.clone(), &rules);
+            batch.set_server_tools(server, tools.clone(), &rules);
+        }
+        drop(batch);
+        for query in ["read files", "mail", "web search", "long text", "tool_2"] {
+            let ranked = |catalog: &IndexedCatalog| {
+                crate::search::search(
+                    catalog,
+                    &crate::search::Query {
+                        text: query,
+                        server: None,
+                        limit: 50,
+                        include_disabled: true,
+                    },
+                )
+                .into_iter()
+                .map(|hit| format!("{} {}", hit.entry.id(), hit.relevance))
+                .collect::<Vec<_>>()
+            };
+            assert_eq!(ranked(&batched), ranked(&one_by_one), "{query}");
+        }
     }
 
     #[test]

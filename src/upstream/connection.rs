@@ -212,6 +212,9 @@ impl Connection {
             Ok(Ok(_)) => Err(UpstreamError::protocol(
                 "the server answered tools/call with another result type",
             )),
+            Ok(Err(ServiceError::McpError(e))) if lines::is_unreadable_answer(&e) => {
+                Err(UpstreamError::protocol(&e.message))
+            }
             Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::remote(self.shown(&e.message))),
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
             Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(UpstreamError::remote(self.shown(

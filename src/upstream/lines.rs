@@ -7,15 +7,21 @@
 //! `tools/call`, so their answers are parsed straight into a `CallToolResult`; everything
 //! else (and anything the direct parse does not accept) goes through rmcp's own parser, so
 //! the meaning of every message stays rmcp's. Writing uses rmcp's codec unchanged.
+//!
+//! An answer rmcp cannot read at all (longer than [`MAX_LINE_BYTES`], nested deeper than
+//! serde's 128 levels, not JSON) would leave its request waiting out its whole timeout, and a
+//! start waiting out the startup budget with no reason given. Its id is recovered from the
+//! line's ends (as the gateway does for the client's lines, `crate::lenient_json`) and the
+//! request fails at once with an error that says what was wrong with the answer.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use futures::{Sink, SinkExt, Stream, StreamExt};
 use rmcp::model::{
-    CallToolResult, ClientJsonRpcMessage, ClientRequest, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
-    ServerJsonRpcMessage, ServerResult,
+    CallToolResult, ClientJsonRpcMessage, ClientRequest, ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage,
+    JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId, ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
 use serde::de::IgnoredAny;
@@ -24,8 +30,15 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
-/// rmcp's own limit for one incoming line; longer lines are dropped, the session stays open.
+/// rmcp's own limit for one incoming line; longer lines are dropped (the request they answer
+/// fails), the session stays open.
 pub(super) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// How much of each end of an oversized line is kept to find its id: the members before and
+/// after one huge value.
+const KEPT_END_BYTES: usize = 64 * 1024;
+/// Marks the error we make up for an unreadable answer (in `ErrorData::data`), so the caller
+/// reports a protocol error rather than the server's own.
+const UNREADABLE_MARKER: &str = "anygpt/unreadableAnswer";
 
 /// Ids of `tools/call` requests still waiting for an answer. A call abandoned without one
 /// leaves its id behind; past this many the set is cleared, which costs those calls nothing
@@ -61,9 +74,9 @@ where
         .filter_map(move |line| {
             let message = match line {
                 Ok(Line::Complete(bytes)) => parse(&bytes, &calls, &server),
-                Ok(Line::Oversized) => {
+                Ok(Line::Oversized { head, tail }) => {
                     tracing::warn!(server = %server, "dropping a message over {MAX_LINE_BYTES} bytes");
-                    None
+                    oversized_answer(&head, &tail, MAX_LINE_BYTES)
                 }
                 Err(_) => None,
             };
@@ -72,30 +85,43 @@ where
     (Box::pin(sink), Box::pin(stream))
 }
 
-/// One newline-terminated line, or the news that one was too long and was dropped.
+/// One newline-terminated line, or the news that one was too long and was dropped, with its
+/// first and last bytes (up to [`KEPT_END_BYTES`] each).
 #[derive(Debug, PartialEq)]
 enum Line {
     Complete(BytesMut),
-    Oversized,
+    Oversized { head: Bytes, tail: Bytes },
 }
 
 /// Splits the stream into lines without judging them: `LinesCodec` errors on a line that is
 /// not UTF-8 or too long, and a framed stream ends at its decoder's first error, which would
-/// end a session over one bad line. Holds at most `max` bytes of a line.
+/// end a session over one bad line. Holds at most `max` bytes of a line (and, of a longer
+/// one, its first bytes and a window of its last).
 struct LineDecoder {
     max: usize,
+    /// Bytes kept of each end of an oversized line.
+    kept: usize,
     /// How far the buffer has been searched for a newline.
     searched: usize,
-    /// Dropping the rest of an oversized line.
-    discarding: bool,
+    /// Dropping the rest of an oversized line, whose first bytes are these.
+    discarding: Option<Bytes>,
 }
 
 impl LineDecoder {
     fn new(max: usize) -> Self {
         Self {
             max,
+            kept: KEPT_END_BYTES.min(max),
             searched: 0,
-            discarding: false,
+            discarding: None,
+        }
+    }
+
+    fn oversized(&self, head: Bytes, line: &[u8]) -> Line {
+        let tail = &line[line.len().saturating_sub(self.kept)..];
+        Line::Oversized {
+            head,
+            tail: Bytes::copy_from_slice(tail),
         }
     }
 }
@@ -109,15 +135,23 @@ impl Decoder for LineDecoder {
             let length = self.searched + at;
             let line = buf.split_to(length + 1);
             self.searched = 0;
-            return Ok(Some(if std::mem::take(&mut self.discarding) || length > self.max {
-                Line::Oversized
-            } else {
-                Line::Complete(line)
+            let body = &line[..length];
+            return Ok(Some(match self.discarding.take() {
+                Some(head) => self.oversized(head, body),
+                None if length > self.max => {
+                    let head = Bytes::copy_from_slice(&body[..self.kept.min(length)]);
+                    self.oversized(head, body)
+                }
+                None => Line::Complete(line),
             }));
         }
-        if buf.len() > self.max {
-            buf.clear();
-            self.discarding = true;
+        if self.discarding.is_none() && buf.len() > self.max {
+            self.discarding = Some(Bytes::copy_from_slice(&buf[..self.kept.min(buf.len())]));
+        }
+        if self.discarding.is_some() {
+            // Keep only the window the tail may come from.
+            let drop = buf.len().saturating_sub(self.kept);
+            let _ = buf.split_to(drop);
         }
         self.searched = buf.len();
         Ok(None)
@@ -129,7 +163,7 @@ impl Decoder for LineDecoder {
         if line.is_none() {
             buf.clear();
             self.searched = 0;
-            self.discarding = false;
+            self.discarding = None;
         }
         Ok(line)
     }
@@ -176,11 +210,81 @@ fn parse(line: &[u8], calls: &CallIds, server: &str) -> Option<ServerJsonRpcMess
         Ok(message) => Some(message),
         Err(error) => {
             // Like rmcp: an unreadable line is dropped, not fatal (the stdout tap has already
-            // noted lines that are not JSON at all, for the error a user sees).
+            // noted lines that are not JSON at all, for the error a user sees). But an answer
+            // to one of our requests fails that request now rather than at its timeout.
             tracing::debug!(server = %server, "skipping a message rmcp cannot read: {error}");
-            None
+            let found = crate::lenient_json::scan(line);
+            if !found.answer || found.method {
+                return None;
+            }
+            if let Some(id) = &found.id {
+                if let Ok(id) = serde_json::from_value::<RequestId>(id.clone()) {
+                    lock(calls).remove(&id);
+                }
+            }
+            unreadable_answer(found.id, &unreadable_reason(&error))
         }
     }
+}
+
+/// The error for the request an oversized line answers, found from the line's two ends.
+fn oversized_answer(head: &[u8], tail: &[u8], max: usize) -> Option<ServerJsonRpcMessage> {
+    let found = crate::lenient_json::scan(head);
+    // Only an answer fails a request of ours: a server's own request numbers its ids itself.
+    if !found.answer || found.method {
+        return None;
+    }
+    let id = found.id.or_else(|| crate::lenient_json::id_at_end(tail));
+    unreadable_answer(id, &format!("longer than {}", size_text(max)))
+}
+
+/// Why serde could not read a line, in the words of the protocol.
+fn unreadable_reason(error: &serde_json::Error) -> String {
+    if error.to_string().starts_with("recursion limit exceeded") {
+        "nested deeper than 128 levels".to_owned()
+    } else if error.is_syntax() || error.is_eof() {
+        "not valid JSON".to_owned()
+    } else {
+        "not a JSON-RPC answer".to_owned()
+    }
+}
+
+/// "16 MiB" for a whole number of MiB, else bytes.
+fn size_text(bytes: usize) -> String {
+    const MIB: usize = 1024 * 1024;
+    if bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// The error that ends the request `id` is waiting on, when its answer could not be read
+/// (`None` without an id: there is no request to end).
+fn unreadable_answer(id: Option<serde_json::Value>, why: &str) -> Option<ServerJsonRpcMessage> {
+    let id = match id? {
+        serde_json::Value::String(s) => NumberOrString::String(s.into()),
+        serde_json::Value::Number(n) => NumberOrString::Number(n.as_i64()?),
+        _ => return None,
+    };
+    let message = format!("protocol error: the server's answer could not be read: it is {why}");
+    Some(JsonRpcMessage::Error(JsonRpcError::new(
+        Some(id),
+        ErrorData::new(
+            ErrorCode::INTERNAL_ERROR,
+            message,
+            Some(serde_json::json!({ UNREADABLE_MARKER: true })),
+        ),
+    )))
+}
+
+/// Whether `error` is one [`transport`] made up for an answer it could not read.
+pub(super) fn is_unreadable_answer(error: &ErrorData) -> bool {
+    error
+        .data
+        .as_ref()
+        .and_then(|data| data.get(UNREADABLE_MARKER))
+        .is_some()
 }
 
 /// The direct parse: an answer (with a `result`) to a tracked `tools/call` id whose result
@@ -327,6 +431,13 @@ mod tests {
             .await
     }
 
+    fn oversized(head: &'static [u8], tail: &'static [u8]) -> Line {
+        Line::Oversized {
+            head: Bytes::from_static(head),
+            tail: Bytes::from_static(tail),
+        }
+    }
+
     #[tokio::test]
     async fn bad_lines_are_dropped_and_reading_goes_on() {
         let input = b"{\"a\":1}\r\n\xff\xfe\n0123456789012345\nshort\n{\"b\":2}\npartial";
@@ -337,7 +448,7 @@ mod tests {
             vec![
                 complete(b"{\"a\":1}\r\n"),
                 complete(b"\xff\xfe\n"),
-                Line::Oversized,
+                oversized(b"0123456789", b"6789012345"),
                 complete(b"short\n"),
                 complete(b"{\"b\":2}\n"),
             ]
@@ -360,7 +471,14 @@ mod tests {
             .collect()
             .await;
         let complete = |s: &[u8]| Line::Complete(BytesMut::from(s));
-        assert_eq!(got, vec![complete(b"ok\n"), Line::Oversized, complete(b"ok again\n")]);
+        assert_eq!(
+            got,
+            vec![
+                complete(b"ok\n"),
+                oversized(b"this line ", b"r too long"),
+                complete(b"ok again\n")
+            ]
+        );
     }
 
     #[tokio::test]
@@ -370,6 +488,79 @@ mod tests {
         let messages: Vec<_> = stream.collect().await;
         assert_eq!(messages.len(), 1);
         assert!(matches!(messages[0], JsonRpcMessage::Notification(_)));
+    }
+
+    /// What the transport's stream yields for `input`, read with a small line limit.
+    async fn read_all(input: Vec<u8>) -> Vec<ServerJsonRpcMessage> {
+        let calls = tracked(&[1, 2]);
+        FramedRead::new(&input[..], LineDecoder::new(64))
+            .filter_map(|line| {
+                futures::future::ready(match line.unwrap() {
+                    Line::Complete(bytes) => parse(&bytes, &calls, "t"),
+                    Line::Oversized { head, tail } => oversized_answer(&head, &tail, 64),
+                })
+            })
+            .collect()
+            .await
+    }
+
+    fn error_of(message: &ServerJsonRpcMessage) -> (Option<RequestId>, &ErrorData) {
+        match message {
+            JsonRpcMessage::Error(error) => (error.id.clone(), &error.error),
+            other => panic!("not an error: {}", json(Some(other))),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_too_long_to_read_fails_its_request_at_once() {
+        let big = "x".repeat(500);
+        // The TypeScript SDK writes the id last; others first.
+        let input = format!(
+            "{{\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{big}\"}}]}},\"jsonrpc\":\"2.0\",\"id\":1}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"result\":{{\"text\":\"{big}\"}}}}\n"
+        );
+        let messages = read_all(input.into_bytes()).await;
+        assert_eq!(messages.len(), 2);
+        let (id, error) = error_of(&messages[0]);
+        assert_eq!(id, Some(NumberOrString::Number(1)));
+        assert_eq!(
+            error.message,
+            "protocol error: the server's answer could not be read: it is longer than 64 bytes"
+        );
+        assert!(is_unreadable_answer(error));
+        assert_eq!(error_of(&messages[1]).0, Some(NumberOrString::String("b".into())));
+    }
+
+    #[tokio::test]
+    async fn an_answer_nested_too_deep_fails_its_request_at_once() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let line = format!("{{\"jsonrpc\":\"2.0\",\"result\":{{\"a\":{deep}}},\"id\":2}}\n");
+        let calls = tracked(&[2]);
+        let message = parse(line.as_bytes(), &calls, "t").expect("an error for id 2");
+        let (id, error) = error_of(&message);
+        assert_eq!(id, Some(NumberOrString::Number(2)));
+        assert!(
+            error.message.ends_with("it is nested deeper than 128 levels"),
+            "{}",
+            error.message
+        );
+        assert!(lock(&calls).is_empty(), "the call is over");
+    }
+
+    #[tokio::test]
+    async fn only_answers_with_an_id_fail_a_request() {
+        let big = "x".repeat(500);
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let lines = [
+            // The server's own request, too long or too deep: its id is from its numbering.
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"sampling/createMessage\",\"params\":\"{big}\"}}"),
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{deep}}}"),
+            // No id to be found.
+            format!("{{\"jsonrpc\":\"2.0\",\"result\":\"{big}\"}}"),
+            format!("{{\"result\":{{\"text\":\"{big}\"}}, \"id\": 1}} trailing"),
+        ];
+        let input = lines.join("\n") + "\n";
+        assert!(read_all(input.into_bytes()).await.is_empty());
     }
 
     #[test]

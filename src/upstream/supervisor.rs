@@ -198,7 +198,11 @@ impl Events {
 pub(crate) enum ServerState {
     /// No session: not needed yet (tools known from a snapshot) or closed after idling.
     Idle,
-    Connecting,
+    /// Starting; after a failed attempt, what that attempt failed with (shown meanwhile, so a
+    /// server retrying for the whole startup budget is not "connecting" with no reason).
+    Connecting {
+        last_failure: Option<String>,
+    },
     Ready,
     /// Its session is being closed.
     Draining,
@@ -219,7 +223,7 @@ impl ServerState {
     pub fn word(&self) -> &'static str {
         match self {
             Self::Idle | Self::Draining => "idle",
-            Self::Connecting => "connecting",
+            Self::Connecting { .. } => "connecting",
             Self::Ready => "connected",
             Self::Backoff { .. } | Self::Failed { .. } => "error",
         }
@@ -234,7 +238,8 @@ impl ServerState {
         }
     }
 
-    /// Why the state is `error`, and when the next attempt is, if one is scheduled.
+    /// Why the state is `error`, and when the next attempt is, if one is scheduled; while
+    /// connecting again, why the last attempt failed.
     #[must_use]
     pub fn describe(&self) -> Option<String> {
         match self {
@@ -242,6 +247,9 @@ impl ServerState {
                 let wait = until.saturating_duration_since(Instant::now());
                 Some(format!("{reason} (next attempt in {} s)", wait.as_secs().max(1)))
             }
+            Self::Connecting {
+                last_failure: Some(reason),
+            } => Some(format!("trying again; the last attempt failed: {reason}")),
             _ => self.reason().map(str::to_owned),
         }
     }
@@ -434,7 +442,7 @@ impl<C: Connector> Supervisor<C> {
                 let mut inner = handle.lock();
                 inner.attempt += 1;
                 let live = inner.live.take();
-                if !matches!(*handle.state.borrow(), ServerState::Connecting) {
+                if !matches!(*handle.state.borrow(), ServerState::Connecting { .. }) {
                     handle.state.send_replace(ServerState::Idle);
                 }
                 live
@@ -565,13 +573,13 @@ impl<C: Connector> Handle<C> {
     #[must_use]
     pub fn is_first_start(&self) -> bool {
         let inner = self.lock();
-        !inner.settled_once && matches!(*self.state.borrow(), ServerState::Connecting)
+        !inner.settled_once && matches!(*self.state.borrow(), ServerState::Connecting { .. })
     }
 
     /// Wait until the server is no longer connecting, or `limit` passes.
     pub async fn wait_settled(&self, limit: Duration) {
         let mut rx = self.state.subscribe();
-        let _ = tokio::time::timeout(limit, rx.wait_for(|s| !matches!(s, ServerState::Connecting))).await;
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| !matches!(s, ServerState::Connecting { .. }))).await;
     }
 
     /// Call a tool, connecting first when needed, and apply the restart policy to what
@@ -636,7 +644,7 @@ impl<C: Connector> Handle<C> {
                         }
                         None => self.connect_unless_retired(&mut inner)?,
                     },
-                    ServerState::Connecting => {}
+                    ServerState::Connecting { .. } => {}
                     ServerState::Idle | ServerState::Draining => self.connect_unless_retired(&mut inner)?,
                     ServerState::Backoff { reason, until } => {
                         let wait = until.saturating_duration_since(Instant::now());
@@ -685,7 +693,12 @@ impl<C: Connector> Handle<C> {
             return;
         }
         inner.attempt += 1;
-        self.state.send_replace(ServerState::Connecting);
+        let last_failure = match &*self.state.borrow() {
+            ServerState::Backoff { reason, .. } => Some(reason.clone()),
+            ServerState::Connecting { last_failure } => last_failure.clone(),
+            _ => None,
+        };
+        self.state.send_replace(ServerState::Connecting { last_failure });
         tokio::spawn(self.clone().connect(inner.attempt));
     }
 

@@ -124,11 +124,13 @@ async fn an_offline_engine_searches_without_servers_and_filters_by_server() {
 
     let nothing = engine.search(&request("zzzqqq xyzzy", None)).await.unwrap();
     assert!(nothing.results.is_empty());
-    assert!(nothing.hint.is_some());
+    assert!(!nothing.query_cut);
+    assert_eq!(nothing.hint("reword").as_deref(), Some("reword"));
 
     let long = format!("read a file {}", "x".repeat(5_000));
     let cut = engine.search(&request(&long, None)).await.unwrap();
-    assert!(cut.hint.unwrap().contains("cut"));
+    assert!(cut.query_cut);
+    assert!(cut.hint("reword").unwrap().contains("cut"));
 }
 
 fn bin(args: &[&str]) -> (i32, String, String) {

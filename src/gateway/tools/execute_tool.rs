@@ -9,10 +9,14 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gateway::bound::{cut_text, FIELD_BYTES};
 
 pub const NAME: &str = "execute_tool";
+
+/// Longest per-call timeout, as the Node API takes it (`setTimeout`'s ceiling, ~24.8 days): a
+/// timer past it is no timeout, and `Instant` arithmetic far out overflows.
+const MAX_TIMEOUT_MS: u64 = 2_147_483_647;
 
 pub fn definition() -> Tool {
     super::tool(
@@ -46,11 +50,21 @@ pub struct ExecuteTool {
 impl ExecuteTool {
     pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> Result<CallToolResult> {
         let options = ExecuteOptions {
-            timeout_ms: self.timeout_ms,
+            timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
         };
         engine.execute(&self.server, &self.tool, self.arguments, options).await
+    }
+}
+
+/// `timeoutMs` within 1..=[`MAX_TIMEOUT_MS`], or the validation error the model can correct.
+fn checked_timeout(timeout_ms: Option<u64>) -> Result<Option<u64>> {
+    match timeout_ms {
+        Some(ms) if !(1..=MAX_TIMEOUT_MS).contains(&ms) => Err(Error::validation(format!(
+            "{NAME}: `timeoutMs`: must be an integer from 1 to {MAX_TIMEOUT_MS} (milliseconds); got {ms}"
+        ))),
+        ok => Ok(ok),
     }
 }
 
@@ -82,4 +96,26 @@ fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSi
     Some(Arc::new(move |update: ProgressUpdate| {
         sender.send_replace(Some(update));
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_ms_is_checked_like_the_node_apis() {
+        assert_eq!(checked_timeout(None).unwrap(), None);
+        assert_eq!(checked_timeout(Some(1)).unwrap(), Some(1));
+        assert_eq!(checked_timeout(Some(MAX_TIMEOUT_MS)).unwrap(), Some(MAX_TIMEOUT_MS));
+        for bad in [0, MAX_TIMEOUT_MS + 1, u64::MAX] {
+            let error = checked_timeout(Some(bad)).unwrap_err();
+            assert_eq!(error.code(), crate::ErrorCode::ValidationError);
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "invalid arguments: execute_tool: `timeoutMs`: must be an integer from 1 to 2147483647 (milliseconds); got {bad}"
+                )
+            );
+        }
+    }
 }
