@@ -43,8 +43,8 @@ export interface DiscoveryConfig {
   /** The downstream MCP servers. */
   servers?: Array<ServerConfig>
   /**
-   * Imports from other clients' configs (a later release reads them; accepted now so
-   * configs written for it load).
+   * Imports from other clients' configs: `{ type, path? }` each (see `sources`), checked
+   * and read when the config is built.
    */
   sources?: Array<unknown>
   /**

@@ -24,8 +24,15 @@ export const serverPaths = {
  * folders, so tests never see each other's snapshots or the user's.
  */
 export function isolatedEnv(env = {}) {
+  // An empty home too: with no config file the gateway imports every MCP client's config it
+  // finds, and a test must never serve the developer's own servers.
+  const home = tempDir('anygpt-discovery-home-');
   return {
     ...process.env,
+    HOME: home,
+    USERPROFILE: home,
+    XDG_CONFIG_HOME: join(home, '.config'),
+    APPDATA: join(home, 'AppData', 'Roaming'),
     ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-'),
     ANYGPT_DISCOVERY_STATE_DIR: tempDir('anygpt-discovery-state-'),
     ...env,

@@ -463,6 +463,13 @@ pub(crate) fn json_kind(value: &Value) -> &'static str {
 /// Checks serde cannot express; compiles the rules.
 fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet> {
     let err = |path: String, reason: String| Error::config(origin, path, reason);
+    // 0 would close every session right after each call and respawn the server per call.
+    if section.idle_timeout_ms == Some(0) {
+        return Err(err("discovery.idleTimeoutMs".into(), "must be greater than 0".into()));
+    }
+    if section.max_result_bytes == Some(0) {
+        return Err(err("discovery.maxResultBytes".into(), "must be greater than 0".into()));
+    }
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
         let at = format!("discovery.servers[{i}]");
@@ -621,8 +628,17 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security"
         );
+    }
+
+    #[test]
+    fn zero_section_limits_are_rejected() {
+        for key in ["idleTimeoutMs", "maxResultBytes"] {
+            let (path, reason) = config_err(json!({ "discovery": { key: 0 } }));
+            assert_eq!(path, format!("discovery.{key}"));
+            assert_eq!(reason, "must be greater than 0");
+        }
     }
 
     #[test]
