@@ -73,7 +73,10 @@ export declare class DiscoveryEngine {
    * `CONFIGURATION_ERROR` for a bad config; the current one then keeps serving.
    */
   reload(config?: DiscoveryConfig | { discovery: DiscoveryConfig } | undefined): Promise<ReloadSummary>
-  /** The config as given, with secret values (env, headers) replaced by `***`. */
+  /**
+   * The config as given, every registered secret (env and header values, URL passwords and
+   * query values, credential arguments) replaced by `***`; `${VAR}` references are kept.
+   */
   getConfig(): { discovery: DiscoveryConfig }
   /** Close every session and end every server process (whole process trees). */
   close(): Promise<void>

@@ -436,7 +436,8 @@ impl JsDiscoveryEngine {
         })
     }
 
-    /// The config as given, with secret values (env, headers) replaced by `***`.
+    /// The config as given, every registered secret (env and header values, URL passwords and
+    /// query values, credential arguments) replaced by `***`; `${VAR}` references are kept.
     #[napi(ts_return_type = "{ discovery: DiscoveryConfig }")]
     #[must_use]
     pub fn get_config(&self) -> Value {
