@@ -144,22 +144,23 @@ fn found(file: PathBuf, chosen: Chosen, looked: Vec<String>) -> Located {
     }
 }
 
+/// A temporary machine for tests: an empty project folder (the working directory) and an
+/// empty home, no config variable.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) struct TestMachine {
+    _dir: tempfile::TempDir,
+    pub env: Environment,
+}
 
-    struct Machine {
-        _dir: tempfile::TempDir,
-        env: Environment,
-    }
-
-    fn machine() -> Machine {
+#[cfg(test)]
+impl TestMachine {
+    pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let cwd = dir.path().join("project");
         let home = dir.path().join("home");
         std::fs::create_dir_all(&cwd).unwrap();
         std::fs::create_dir_all(&home).unwrap();
-        Machine {
+        Self {
             env: Environment {
                 cwd,
                 home: Some(home.clone()),
@@ -168,6 +169,15 @@ mod tests {
             },
             _dir: dir,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine() -> TestMachine {
+        TestMachine::new()
     }
 
     fn touch(path: &Path) -> PathBuf {

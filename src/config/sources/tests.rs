@@ -8,29 +8,16 @@ use crate::config::{Config, TransportKind};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/configs");
 
-struct Machine {
-    _dir: tempfile::TempDir,
-    env: Environment,
+use crate::config::locate::TestMachine as Machine;
+
+/// What these tests do on a [`Machine`].
+trait Client {
+    fn home(&self) -> PathBuf;
+    fn place(&self, name: &str, to: &Path) -> PathBuf;
+    fn import(&self, kind: SourceKind) -> Imported;
 }
 
-impl Machine {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let cwd = dir.path().join("project");
-        let home = dir.path().join("home");
-        std::fs::create_dir_all(&cwd).unwrap();
-        std::fs::create_dir_all(&home).unwrap();
-        Self {
-            env: Environment {
-                cwd,
-                home: Some(home.clone()),
-                config_dir: Some(home.join(".config")),
-                config_env: None,
-            },
-            _dir: dir,
-        }
-    }
-
+impl Client for Machine {
     fn home(&self) -> PathBuf {
         self.env.home.clone().unwrap()
     }
