@@ -287,8 +287,13 @@ async fn relist_on_change(
         // Let the rest of a burst arrive; its wake-ups fold into the permit taken above.
         tokio::time::sleep(RELIST_SETTLE).await;
         let listed_at = tokio::time::Instant::now();
-        // Bounded: a server that never answers must not stall every later re-list.
-        match tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer)).await {
+        // Bounded: a server that never answers must not stall every later re-list. A session
+        // ending meanwhile (shutdown, idle close) is no failure to report.
+        let listed = tokio::select! {
+            listed = tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer)) => listed,
+            () = stop.cancelled() => return,
+        };
+        match listed {
             Ok(Ok(mut tools)) => {
                 scrub_tools(&mut tools);
                 tracing::info!(%server, tools = tools.len(), "listed tools again after tools/list_changed");
@@ -297,6 +302,8 @@ async fn relist_on_change(
             Err(_) => {
                 tracing::warn!(%server, limit_ms = RELIST_TIMEOUT.as_millis(), "no answer to tools/list after tools/list_changed");
             }
+            // The session ended under the listing: its end is reported where it is handled.
+            Ok(Err(_)) if peer.is_transport_closed() => return,
             Ok(Err(error)) => {
                 let error = super::error::clip(&shown_error(url.as_ref(), &error.to_string()));
                 tracing::warn!(%server, %error, "cannot list tools after tools/list_changed");
