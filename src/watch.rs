@@ -13,14 +13,12 @@ use std::time::Duration;
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::config::locate::is_js_config;
 use crate::config::Config;
 use crate::engine::Engine;
 
 /// How long the files must stay quiet before a reload: an editor's save is several events.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
-
-/// Extensions read natively (a TS/JS config is evaluated by the JS side once, at start).
-const NATIVE: [&str; 5] = ["json", "jsonc", "yaml", "yml", "json5"];
 
 /// Reloads an engine while it lives; dropping it stops watching.
 #[derive(Debug)]
@@ -42,19 +40,14 @@ impl Drop for ReloadOnChange {
 #[must_use]
 pub fn config_files(config: &Config) -> Vec<PathBuf> {
     let origin = config.origin.as_str();
-    if origin == "<object>" || !(origin.starts_with('<') || is_native(Path::new(origin))) {
-        if !origin.starts_with('<') {
-            tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
-        }
+    if origin == "<object>" {
+        return Vec::new();
+    }
+    if is_js_config(Path::new(origin)) {
+        tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
         return Vec::new();
     }
     config.files_to_watch()
-}
-
-fn is_native(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| NATIVE.contains(&e.to_ascii_lowercase().as_str()))
 }
 
 /// Watch `files` and reload `engine` after each change. `None` when there is nothing to watch

@@ -152,7 +152,7 @@ impl State {
 
     /// Serve every server from its snapshot when there is a fresh one, and start the others.
     /// One thread reads the files and makes catalog entries while this one indexes them, in
-    /// one batch.
+    /// one batch. The caller marks the catalog indexed however this ends (`MarkIndexed`).
     fn load_snapshots(&self) {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
         // Servers a reload carried over keep their tools (and session): nothing to load.
@@ -200,7 +200,6 @@ impl State {
                 self.review_trust(&mut catalog, server, false);
             }
         });
-        self.indexed.send_replace(true);
     }
 
     /// Wait until the snapshots are indexed (at once after startup).

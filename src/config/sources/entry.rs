@@ -122,7 +122,10 @@ fn strings(entry: &Map<String, Value>, field: &str) -> Result<Vec<String>, Skip>
 }
 
 /// `env`/`headers`: numbers and booleans are written unquoted often enough to accept them.
-fn string_map(entry: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, Skip> {
+/// Names to values, as `env` and `headers` hold them.
+type StringMap = BTreeMap<String, String>;
+
+fn string_map(entry: &Map<String, Value>, field: &str) -> Result<StringMap, Skip> {
     let wrong = || Skip::WrongType {
         field: field.to_owned(),
         expected: "an object of strings",

@@ -119,6 +119,16 @@ fn call_params() -> CallToolRequestParams {
     CallToolRequestParams::new("t")
 }
 
+/// A call left running in the background (a call in flight during a reload or close).
+fn spawn_slow_call(handle: &Arc<Handle<Scripted>>) -> tokio::task::JoinHandle<Result<CallToolResult, CallError>> {
+    let handle = handle.clone();
+    tokio::spawn(async move {
+        handle
+            .call(CallToolRequestParams::new("slow"), Duration::from_secs(60), None)
+            .await
+    })
+}
+
 async fn settle() {
     // Let spawned tasks run to their next timer (time is paused: no real waiting).
     for _ in 0..20 {
@@ -354,14 +364,7 @@ async fn reconcile_keeps_unchanged_handles_and_replaces_changed_removed_and_adde
 async fn a_removed_server_ends_only_after_its_call_in_flight_and_takes_no_new_ones() {
     let s = setup(&["a"], vec![]);
     let handle = s.supervisor.get("a").unwrap().clone();
-    let calling = tokio::spawn({
-        let handle = handle.clone();
-        async move {
-            handle
-                .call(CallToolRequestParams::new("slow"), Duration::from_secs(60), None)
-                .await
-        }
-    });
+    let calling = spawn_slow_call(&handle);
     settle().await;
     let (next, changes) = s.supervisor.reconcile(&[], None, same);
     assert_eq!(changes.stopped, ["a"]);
@@ -385,14 +388,7 @@ async fn a_removed_server_ends_only_after_its_call_in_flight_and_takes_no_new_on
 async fn closing_ends_a_retiring_server_without_waiting_for_its_calls() {
     let s = setup(&["a"], vec![]);
     let handle = s.supervisor.get("a").unwrap().clone();
-    let _calling = tokio::spawn({
-        let handle = handle.clone();
-        async move {
-            handle
-                .call(CallToolRequestParams::new("slow"), Duration::from_secs(60), None)
-                .await
-        }
-    });
+    let _calling = spawn_slow_call(&handle);
     settle().await;
     let (next, _) = s.supervisor.reconcile(&[], None, same);
     settle().await;
