@@ -13,9 +13,10 @@
 // fill the servers. Every server has a fresh snapshot written here in the gateway's format
 // (`src/catalog/snapshot.rs`), so none is ever spawned: each is `sleep 600`, and the changed
 // server alternates between two launches that both have a snapshot.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { writeSnapshot } from './snapshots.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -24,17 +25,6 @@ const option = (name, fallback) => {
 };
 const SERVERS = Number(option('--servers', 100));
 const RUNS = Number(option('--runs', 30));
-const version = /^version = "([^"]+)"/m.exec(readFileSync(join(root, 'Cargo.toml'), 'utf8'))[1];
-
-// FNV-1a 64 over serde_json's compact text of (name, connection, version), as the gateway does.
-function fingerprint(name, connection) {
-  let hash = 0xcbf29ce484222325n;
-  for (const byte of Buffer.from(JSON.stringify([name, connection, version]))) {
-    hash = BigInt.asUintN(64, (hash ^ BigInt(byte)) * 0x100000001b3n);
-  }
-  return hash.toString(16).padStart(16, '0');
-}
-
 function toolLists() {
   const servers = new Map();
   for (const line of readFileSync(join(root, 'tests/fixtures/registry-catalog.jsonl'), 'utf8').split('\n')) {
@@ -52,20 +42,14 @@ process.env.ANYGPT_DISCOVERY_CACHE_DIR = cache;
 process.env.ANYGPT_DISCOVERY_STATE_DIR = cache;
 process.env.ANYGPT_LOG ??= 'warn';
 
-function snapshot(name, connection, tools) {
-  const fp = fingerprint(name, connection);
-  const file = { format: 1, gatewayVersion: version, server: name, fingerprint: fp, savedAtMs: Date.now(), tools };
-  writeFileSync(join(cache, 'catalog', `${name}-${fp}.json`), JSON.stringify(file));
-}
-
 const lists = toolLists();
 const launch = (seconds) => ({ command: 'sleep', args: [String(seconds)] });
 const servers = Array.from({ length: SERVERS }, (_, i) => {
   const name = `s${i}`;
   const tools = lists[i % lists.length];
   // Field order and defaults as the gateway serializes a ConnectionSpec.
-  snapshot(name, { type: 'stdio', ...launch(600) }, tools);
-  if (i === 0) snapshot(name, { type: 'stdio', ...launch(601) }, tools);
+  writeSnapshot(cache, name, { type: 'stdio', ...launch(600) }, tools);
+  if (i === 0) writeSnapshot(cache, name, { type: 'stdio', ...launch(601) }, tools);
   return { name, connection: launch(600) };
 });
 const tools = servers.reduce((n, _, i) => n + lists[i % lists.length].length, 0);

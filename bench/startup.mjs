@@ -17,6 +17,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hostTriple } from '../scripts/host.mjs';
+import { writeSnapshot } from './snapshots.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -28,17 +29,6 @@ const catalogPath = option('--catalog', join(root, '../shared/data/catalogs/comb
 const binary = option('--binary', join(root, 'target', hostTriple(), 'release/anygpt-discovery'));
 const compare = option('--compare');
 if (!existsSync(binary)) throw new Error(`${binary} is missing: run \`npm run build\` first`);
-const version = /^version = "([^"]+)"/m.exec(readFileSync(join(root, 'Cargo.toml'), 'utf8'))[1];
-
-// FNV-1a 64 over serde_json's compact text of (name, connection, version), as the gateway does.
-function fingerprint(name, connection) {
-  let hash = 0xcbf29ce484222325n;
-  for (const byte of Buffer.from(JSON.stringify([name, connection, version]))) {
-    hash = BigInt.asUintN(64, (hash ^ BigInt(byte)) * 0x100000001b3n);
-  }
-  return hash.toString(16).padStart(16, '0');
-}
-
 function byServer() {
   const servers = new Map();
   for (const line of readFileSync(catalogPath, 'utf8').split('\n')) {
@@ -59,9 +49,7 @@ function setup(toolLists) {
     const name = `s${i}`;
     // Field order and defaults as the gateway serializes a ConnectionSpec.
     const connection = { type: 'stdio', command: 'sleep', args: ['600'] };
-    const fp = fingerprint(name, connection);
-    const snapshot = { format: 1, gatewayVersion: version, server: name, fingerprint: fp, savedAtMs: Date.now(), tools };
-    writeFileSync(join(cache, 'catalog', `${name}-${fp}.json`), JSON.stringify(snapshot));
+    writeSnapshot(cache, name, connection, tools);
     return { name, connection: { command: 'sleep', args: ['600'] } };
   });
   const config = join(dir, 'config.json');
