@@ -93,7 +93,7 @@ impl AuditLog {
         server: &str,
         tool: &str,
         arguments: Option<&Map<String, Value>>,
-        outcome: Result<bool, crate::ErrorCode>,
+        outcome: Result<bool, crate::error::ErrorCode>,
         duration: Duration,
     ) {
         let entry = AuditEntry {
@@ -109,7 +109,7 @@ impl AuditLog {
                 Ok(true) => "tool_error",
                 Err(_) => "error",
             },
-            error_code: outcome.err().map(crate::ErrorCode::as_str),
+            error_code: outcome.err().map(crate::error::ErrorCode::as_str),
             duration_ms: (duration.as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
         };
         let line = serde_json::to_string(&entry).expect("an audit entry serializes: strings and numbers");
@@ -233,7 +233,13 @@ mod tests {
         let audit = log(dir.path(), false, 1 << 20);
         let args = json!({ "token": "s3cret", "path": "/x" });
         audit.record("fs", "read", args.as_object(), Ok(false), Duration::from_millis(12));
-        audit.record("fs", "write", None, Err(crate::ErrorCode::ToolDisabled), Duration::ZERO);
+        audit.record(
+            "fs",
+            "write",
+            None,
+            Err(crate::error::ErrorCode::ToolDisabled),
+            Duration::ZERO,
+        );
         let text = std::fs::read_to_string(audit.path()).unwrap();
         assert!(!text.contains("s3cret"));
         let entries = lines(audit.path());

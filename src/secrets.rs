@@ -359,13 +359,22 @@ pub fn arg_secrets<S: AsRef<str>>(args: &[S]) -> Vec<String> {
     longest_first(found.into_iter())
 }
 
+/// Whether `text` is exactly one reference (`${NAME}` or `${NAME:-…}`): safe to display,
+/// since it names a variable instead of holding a value.
+#[must_use]
+pub fn is_single_reference(text: &str) -> bool {
+    text.strip_prefix("${")
+        .and_then(|t| t.strip_suffix('}'))
+        .is_some_and(|inner| !inner.contains('}') && !inner.contains("${"))
+}
+
 /// `args` with their credentials ([`arg_secrets`]) replaced by `***`; `${VAR}` references
 /// are kept (they name a secret, they are not one).
 #[must_use]
 pub fn redact_args(args: &[String]) -> Vec<String> {
     let secrets: Vec<String> = arg_secrets(args)
         .into_iter()
-        .filter(|s| !crate::config::expand::is_single_reference(s))
+        .filter(|s| !is_single_reference(s))
         .collect();
     args.iter()
         .map(|arg| {
@@ -389,7 +398,7 @@ pub fn redact_url(text: &str) -> String {
             .split('&')
             .map(|pair| match pair.split_once('=') {
                 Some((name, value))
-                    if !crate::config::expand::is_single_reference(value)
+                    if !is_single_reference(value)
                         && (is_secret_setting(name, value) || is_secret_setting(name, &percent_decode(value))) =>
                 {
                     format!("{name}={MASK}")
@@ -417,7 +426,7 @@ fn redact_userinfo(head: &str) -> String {
     };
     let userinfo = &head[scheme_end..at];
     let shown = match userinfo.split_once(':') {
-        Some((user, password)) if !crate::config::expand::is_single_reference(password) => format!("{user}:{MASK}"),
+        Some((user, password)) if !is_single_reference(password) => format!("{user}:{MASK}"),
         None if looks_like_key(userinfo) => MASK.to_owned(),
         _ => userinfo.to_owned(),
     };
@@ -542,26 +551,6 @@ pub fn register_remote(server: &str, url: &Url, header_secrets: impl IntoIterato
     register(server, url_secrets(url).into_iter().chain(header_secrets));
 }
 
-/// Register what `spec` holds as soon as the config is loaded, before any launch: a log line
-/// or an answer may quote a value before the server starts (the model passing a key as an
-/// argument, a debug log of it). `${VAR}`s are expanded as a launch would; one that cannot be
-/// is skipped here, and the launch reports it.
-pub fn register_spec(spec: &crate::config::ServerSpec) {
-    let conn = &spec.connection;
-    let expand = |text: &str| crate::config::expand::expand_env(text).ok();
-    let args: Vec<String> = conn.args.iter().filter_map(|a| expand(a)).collect();
-    let mut values = arg_secrets(&args);
-    for (name, written) in conn.env.iter().chain(&conn.headers) {
-        if let Some(value) = expand(written) {
-            values.extend(setting_secrets_named(name, written, &value));
-        }
-    }
-    if let Some(url) = conn.url.as_deref().and_then(expand).and_then(|u| Url::parse(&u).ok()) {
-        values.extend(url_secrets(&url));
-    }
-    register(&spec.name, values);
-}
-
 /// The secrets of a setting as written (`"${GITHUB_TOKEN}"`) and expanded: the variables it
 /// names count as its name too, so `X: ${MY_TOKEN}` is a credential.
 #[must_use]
@@ -656,6 +645,15 @@ pub fn scrub_map(map: &mut serde_json::Map<String, serde_json::Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_reference_detection() {
+        assert!(is_single_reference("${TOKEN}"));
+        assert!(is_single_reference("${TOKEN:-x}"));
+        assert!(!is_single_reference("Bearer ${TOKEN}"));
+        assert!(!is_single_reference("${A}${B}"));
+        assert!(!is_single_reference("literal"));
+    }
 
     #[test]
     fn names_that_say_credential() {

@@ -87,15 +87,6 @@ pub fn unset_variables(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> V
     }
 }
 
-/// Whether `text` is exactly one reference (`${NAME}` or `${NAME:-…}`): safe to display,
-/// since it names a variable instead of holding a value.
-#[must_use]
-pub fn is_single_reference(text: &str) -> bool {
-    text.strip_prefix("${")
-        .and_then(|t| t.strip_suffix('}'))
-        .is_some_and(|inner| !inner.contains('}') && !inner.contains("${"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,14 +149,5 @@ mod tests {
     fn unset_variables_lists_each_missing_name_once() {
         assert_eq!(unset_variables("${A}-${TOKEN}-${B:-x}-${A}-${C}", &env), ["A", "C"]);
         assert!(unset_variables("${TOKEN}", &env).is_empty());
-    }
-
-    #[test]
-    fn single_reference_detection() {
-        assert!(is_single_reference("${TOKEN}"));
-        assert!(is_single_reference("${TOKEN:-x}"));
-        assert!(!is_single_reference("Bearer ${TOKEN}"));
-        assert!(!is_single_reference("${A}${B}"));
-        assert!(!is_single_reference("literal"));
     }
 }

@@ -1,5 +1,5 @@
-//! Building a `Config`: reading JSON/JSONC/YAML natively, telling a discovery document from a
-//! client's own file, importing sources, and the zero-config default.
+//! Building a `Config`: telling a discovery document from a client's own file, importing
+//! sources, and the zero-config default.
 //!
 //! TS/JS configs are evaluated on the JS side and arrive here as a value through
 //! [`Config::from_value`](super::Config::from_value).
@@ -8,71 +8,21 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::locate::{extension, is_anygpt_config, is_js_config, Environment, Located};
+use super::document::read_document;
+use super::locate::{is_anygpt_config, Environment, Located};
 use super::sources::{self, SourceKind, SourceSpec};
 use super::{humanize, json_kind, validate, Config, DiscoverySection};
 use crate::error::{Error, Result};
-
-/// Read a config or client file into a value, by extension (`.json`/`.jsonc` allow comments
-/// and trailing commas, as the clients' own files do).
-///
-/// # Errors
-/// An unreadable file, a syntax error (with its line and column), or a TS/JS file.
-pub(crate) fn read_document(path: &Path) -> Result<Value> {
-    let origin = path.display().to_string();
-    if is_js_config(path) {
-        return Err(Error::config(
-            &origin,
-            "(file)",
-            "TS/JS configs are evaluated by the npm package (`npx @anygpt/discovery` or the Node API); \
-             the native binary reads JSON and YAML",
-        ));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
-    match extension(path).as_deref() {
-        Some("yaml" | "yml") => parse_yaml(&text, &origin),
-        // Everything else is JSON: the clients' files all are, whatever they are called.
-        _ => parse_jsonc(&text, &origin),
-    }
-}
-
-fn parse_jsonc(text: &str, origin: &str) -> Result<Value> {
-    let options = jsonc_parser::ParseOptions::default();
-    jsonc_parser::parse_to_serde_value::<Value>(text, &options).map_err(|e| {
-        Error::config(
-            origin,
-            format!("line {} column {}", e.line_display(), e.column_display()),
-            format!("{}: fix the JSON syntax there", e.kind()),
-        )
-    })
-}
-
-fn parse_yaml(text: &str, origin: &str) -> Result<Value> {
-    serde_norway::from_str::<Value>(text).map_err(|e| {
-        let at = e.location().map_or_else(
-            || "(document)".to_owned(),
-            |l| format!("line {} column {}", l.line(), l.column()),
-        );
-        // The message repeats the position the path already gives.
-        let message = e.to_string();
-        let message = message
-            .rfind(" at line ")
-            .map_or(message.as_str(), |i| &message[..i])
-            .to_owned();
-        Error::config(origin, at, format!("{message}: fix the YAML syntax there"))
-    })
-}
 
 pub(super) fn from_file(path: &Path, env: &Environment) -> Result<Config> {
     let value = read_document(path)?;
     from_value(value, &path.display().to_string(), env)
 }
 
-/// No config file: every known client's config that exists is a source.
 /// The `origin` of a zero-config config.
 pub const ZERO_CONFIG_ORIGIN: &str = "<zero-config>";
 
+/// No config file: every known client's config that exists is a source.
 pub(super) fn zero_config(located: &Located, env: &Environment) -> Config {
     let mut config = Config::empty();
     ZERO_CONFIG_ORIGIN.clone_into(&mut config.origin);

@@ -9,6 +9,7 @@
 //! Which file is read is decided by [`locate`]; other clients' files are imported by
 //! [`sources`] (the `sources` list, a client's file passed as the config, or zero-config).
 
+mod document;
 pub mod expand;
 mod humanize;
 mod load;
@@ -225,6 +226,32 @@ impl ServerSpec {
             .or(section_default)
             .unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
     }
+
+    /// Register what this spec holds as secrets of its server as soon as the config is loaded,
+    /// before any launch: a log line or an answer may quote a value before the server starts
+    /// (the model passing a key as an argument, a debug log of it). `${VAR}`s are expanded as
+    /// a launch would; one that cannot be is skipped here, and the launch reports it.
+    pub fn register_secrets(&self) {
+        use crate::secrets::{arg_secrets, setting_secrets_named, url_secrets};
+        let conn = &self.connection;
+        let expand = |text: &str| expand::expand_env(text).ok();
+        let args: Vec<String> = conn.args.iter().filter_map(|a| expand(a)).collect();
+        let mut values = arg_secrets(&args);
+        for (name, written) in conn.env.iter().chain(&conn.headers) {
+            if let Some(value) = expand(written) {
+                values.extend(setting_secrets_named(name, written, &value));
+            }
+        }
+        if let Some(url) = conn
+            .url
+            .as_deref()
+            .and_then(expand)
+            .and_then(|u| reqwest::Url::parse(&u).ok())
+        {
+            values.extend(url_secrets(&url));
+        }
+        crate::secrets::register(&self.name, values);
+    }
 }
 
 /// Transport of a server.
@@ -433,7 +460,7 @@ impl Config {
         for server in &mut section.servers {
             let conn = &mut server.connection;
             for value in conn.env.values_mut().chain(conn.headers.values_mut()) {
-                if !expand::is_single_reference(value) {
+                if !crate::secrets::is_single_reference(value) {
                     crate::secrets::MASK.clone_into(value);
                 }
             }

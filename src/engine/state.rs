@@ -88,7 +88,7 @@ impl State {
 
     fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
         // Secrets are known from the moment a config is, before any server launches or logs.
-        config.servers().iter().for_each(crate::secrets::register_spec);
+        config.servers().iter().for_each(ServerSpec::register_secrets);
         Self {
             specs: config
                 .servers()

@@ -218,7 +218,7 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
         }
         return;
     }
-    let document = match super::load::read_document(path) {
+    let document = match super::document::read_document(path) {
         Ok(document) => document,
         Err(e) => {
             // The label already names the file.

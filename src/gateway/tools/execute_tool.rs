@@ -109,7 +109,7 @@ mod tests {
         assert_eq!(checked_timeout(Some(MAX_TIMEOUT_MS)).unwrap(), Some(MAX_TIMEOUT_MS));
         for bad in [0, MAX_TIMEOUT_MS + 1, u64::MAX] {
             let error = checked_timeout(Some(bad)).unwrap_err();
-            assert_eq!(error.code(), crate::ErrorCode::ValidationError);
+            assert_eq!(error.code(), crate::error::ErrorCode::ValidationError);
             assert_eq!(
                 error.to_string(),
                 format!(

@@ -1,0 +1,60 @@
+//! Reading one config or client file into a JSON value: JSON with comments and trailing
+//! commas, or YAML, by extension; syntax errors named with their line and column.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::locate::{extension, is_js_config};
+use crate::error::{Error, Result};
+
+/// Read a config or client file into a value, by extension (`.json`/`.jsonc` allow comments
+/// and trailing commas, as the clients' own files do).
+///
+/// # Errors
+/// An unreadable file, a syntax error (with its line and column), or a TS/JS file.
+pub(crate) fn read_document(path: &Path) -> Result<Value> {
+    let origin = path.display().to_string();
+    if is_js_config(path) {
+        return Err(Error::config(
+            &origin,
+            "(file)",
+            "TS/JS configs are evaluated by the npm package (`npx @anygpt/discovery` or the Node API); \
+             the native binary reads JSON and YAML",
+        ));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
+    match extension(path).as_deref() {
+        Some("yaml" | "yml") => parse_yaml(&text, &origin),
+        // Everything else is JSON: the clients' files all are, whatever they are called.
+        _ => parse_jsonc(&text, &origin),
+    }
+}
+
+fn parse_jsonc(text: &str, origin: &str) -> Result<Value> {
+    let options = jsonc_parser::ParseOptions::default();
+    jsonc_parser::parse_to_serde_value::<Value>(text, &options).map_err(|e| {
+        Error::config(
+            origin,
+            format!("line {} column {}", e.line_display(), e.column_display()),
+            format!("{}: fix the JSON syntax there", e.kind()),
+        )
+    })
+}
+
+fn parse_yaml(text: &str, origin: &str) -> Result<Value> {
+    serde_norway::from_str::<Value>(text).map_err(|e| {
+        let at = e.location().map_or_else(
+            || "(document)".to_owned(),
+            |l| format!("line {} column {}", l.line(), l.column()),
+        );
+        // The message repeats the position the path already gives.
+        let message = e.to_string();
+        let message = message
+            .rfind(" at line ")
+            .map_or(message.as_str(), |i| &message[..i])
+            .to_owned();
+        Error::config(origin, at, format!("{message}: fix the YAML syntax there"))
+    })
+}
