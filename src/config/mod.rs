@@ -296,6 +296,25 @@ pub struct ConnectionSpec {
     pub headers: BTreeMap<String, String>,
 }
 
+impl ConnectionSpec {
+    /// Every setting that `${VAR}`s expand in, each with its place under `at` (`….args[0]`,
+    /// `….env.KEY`): the syntax check at load and the unset-variable warnings look at the same
+    /// settings a launch expands.
+    pub(crate) fn expandable<'a>(&'a self, at: &'a str) -> impl Iterator<Item = (String, &'a String)> + 'a {
+        let args = self
+            .args
+            .iter()
+            .enumerate()
+            .map(move |(i, a)| (format!("{at}.args[{i}]"), a));
+        let env = self.env.iter().map(move |(k, v)| (format!("{at}.env.{k}"), v));
+        let headers = self.headers.iter().map(move |(k, v)| (format!("{at}.headers.{k}"), v));
+        let command = self.command.iter().map(move |c| (format!("{at}.command"), c));
+        let cwd = self.cwd.iter().map(move |c| (format!("{at}.cwd"), c));
+        let url = self.url.iter().map(move |u| (format!("{at}.url"), u));
+        args.chain(env).chain(headers).chain(command).chain(cwd).chain(url)
+    }
+}
+
 /// One entry of `toolRules`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -571,16 +590,7 @@ pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Res
         }
         _ => {}
     }
-    let texts = conn
-        .args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (format!("{at}.args[{i}]"), a))
-        .chain(conn.env.iter().map(|(k, v)| (format!("{at}.env.{k}"), v)))
-        .chain(conn.headers.iter().map(|(k, v)| (format!("{at}.headers.{k}"), v)))
-        .chain(conn.cwd.iter().map(|c| (format!("{at}.cwd"), c)))
-        .chain(conn.url.iter().map(|u| (format!("{at}.url"), u)));
-    for (path, text) in texts {
+    for (path, text) in conn.expandable(&at) {
         expand::check(text).map_err(|e| (path, e.to_string()))?;
     }
     Ok(())
@@ -707,6 +717,12 @@ mod tests {
             { "name": "a", "connection": { "command": "x", "env": { "TOKEN": "${OPEN" } } }
         ] } }));
         assert_eq!(path, "discovery.servers[0].connection.env.TOKEN");
+        assert!(reason.contains("unterminated"));
+        // The command is expanded at launch like every other setting, so it is checked too.
+        let (path, reason) = config_err(json!({ "discovery": { "servers": [
+            { "name": "a", "connection": { "command": "${HOME/bin/x" } }
+        ] } }));
+        assert_eq!(path, "discovery.servers[0].connection.command");
         assert!(reason.contains("unterminated"));
     }
 

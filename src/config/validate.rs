@@ -20,17 +20,7 @@ pub(super) fn launch_checks(
     for (i, server) in servers.iter().enumerate() {
         let at = place(i);
         let conn = &server.connection;
-        for (path, text) in conn
-            .args
-            .iter()
-            .enumerate()
-            .map(|(j, a)| (format!("{at}.args[{j}]"), a))
-            .chain(conn.env.iter().map(|(k, v)| (format!("{at}.env.{k}"), v)))
-            .chain(conn.headers.iter().map(|(k, v)| (format!("{at}.headers.{k}"), v)))
-            .chain(conn.command.iter().map(|c| (format!("{at}.command"), c)))
-            .chain(conn.cwd.iter().map(|c| (format!("{at}.cwd"), c)))
-            .chain(conn.url.iter().map(|u| (format!("{at}.url"), u)))
-        {
+        for (path, text) in conn.expandable(&at) {
             for name in expand::unset_variables(text, &lookup) {
                 warnings.push(format!(
                     "{origin}: {path}: server `{}` uses `${{{name}}}`, which is not set: set it before starting, or write `${{{name}:-default}}`",
