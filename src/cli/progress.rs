@@ -1,0 +1,127 @@
+//! The progress indicator on stderr while servers connect: a spinner naming the servers
+//! still starting, then one line per server (`✓ name N tools` / `✗ name reason`). Only on a
+//! terminal (`Ui::interactive`); piped, quiet or under `NO_COLOR` nothing is drawn.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::output::{self, Ui};
+use crate::engine::{Engine, ServerInfo};
+
+const TICK: Duration = Duration::from_millis(80);
+
+/// A running indicator, or nothing when stderr is not interactive.
+pub struct Progress {
+    inner: Mutex<Option<Running>>,
+}
+
+struct Running {
+    bar: ProgressBar,
+    updater: tokio::task::JoinHandle<()>,
+    engine: Engine,
+    ui: Ui,
+}
+
+impl Progress {
+    /// Start drawing when `ui` allows (needs a tokio runtime).
+    pub fn start(engine: &Engine, ui: &Ui) -> Self {
+        if !ui.interactive || engine.server_statuses().is_empty() {
+            return Self {
+                inner: Mutex::new(None),
+            };
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {msg}")
+                .expect("the template is valid")
+                .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
+        );
+        bar.enable_steady_tick(TICK);
+        bar.set_message("connecting servers…");
+        let updater = tokio::spawn({
+            let (bar, engine) = (bar.clone(), engine.clone());
+            async move {
+                loop {
+                    bar.set_message(waiting_message(&engine.server_statuses()));
+                    tokio::time::sleep(TICK).await;
+                }
+            }
+        });
+        Self {
+            inner: Mutex::new(Some(Running {
+                bar,
+                updater,
+                engine: engine.clone(),
+                ui: *ui,
+            })),
+        }
+    }
+
+    /// A writer for lines to stderr while the indicator may be drawing (`execute --stream`):
+    /// above the spinner while it runs, straight to stderr otherwise.
+    pub fn line_writer(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let bar = self
+            .inner
+            .lock()
+            .expect("progress lock is never poisoned")
+            .as_ref()
+            .map(|running| running.bar.clone());
+        move |line: &str| match &bar {
+            Some(bar) if !bar.is_finished() => bar.println(line.trim_end_matches('\n')),
+            _ => output::eprint(line),
+        }
+    }
+
+    /// Clear the spinner and print each server's line. Later calls do nothing.
+    pub fn finish(&self) {
+        let Some(running) = self.inner.lock().expect("progress lock is never poisoned").take() else {
+            return;
+        };
+        running.updater.abort();
+        running.bar.finish_and_clear();
+        let mut lines = String::new();
+        for server in running.engine.server_statuses() {
+            lines.push_str(&server_line(&server, running.ui));
+        }
+        output::eprint(&lines);
+    }
+}
+
+fn waiting_message(servers: &[ServerInfo]) -> String {
+    let starting: Vec<&str> = servers
+        .iter()
+        .filter(|s| s.status == "connecting")
+        .map(|s| s.name.as_str())
+        .collect();
+    let ready = servers.len() - starting.len();
+    if starting.is_empty() {
+        return format!("{ready}/{} servers ready", servers.len());
+    }
+    format!("connecting {} ({ready}/{} ready)", starting.join(", "), servers.len())
+}
+
+/// `✓ name 13 tools`, `… name connecting`, `✗ name reason`.
+fn server_line(server: &ServerInfo, ui: Ui) -> String {
+    let p = ui.err;
+    let tools = format!(
+        "{} tool{}",
+        server.tool_count,
+        if server.tool_count == 1 { "" } else { "s" }
+    );
+    let line = match server.status.as_str() {
+        "connected" => format!("{} {} {tools}", p.ok("✓"), server.name),
+        "idle" => format!("{} {} {tools} {}", p.ok("✓"), server.name, p.dim("(cached)")),
+        "connecting" => format!("{} {} still connecting", p.warn("…"), server.name),
+        _ => format!(
+            "{} {} {}",
+            p.bad("✗"),
+            server.name,
+            server.error.as_deref().unwrap_or("failed")
+        ),
+    };
+    let mut line = console::truncate_str(&line, ui.width, "…").into_owned();
+    line.push('\n');
+    line
+}
