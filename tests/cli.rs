@@ -300,14 +300,29 @@ fn execute_stream_prints_progress_as_it_arrives() {
     );
 }
 
+/// A config serving our fault server (`__test__/fixtures/fault-server.mjs`) as `slow`, which
+/// appends each cancellation it sees to `events`.
+fn fault_config(dir: &Path, events: &Path) -> PathBuf {
+    let path = dir.join("fault.json");
+    let server = repo().join("__test__/fixtures/fault-server.mjs");
+    let text = serde_json::json!({ "discovery": { "servers": [
+        { "name": "slow", "connection": { "command": "node",
+          "args": [server.to_str().unwrap(), "--event-log", events.to_str().unwrap()] } }
+    ]}});
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
 #[cfg(unix)]
 #[test]
-fn ctrl_c_cancels_the_call_and_exits_130() {
+fn ctrl_c_cancels_the_call_downstream_and_exits_130() {
     let scratch = tempfile::tempdir().unwrap();
+    let events = scratch.path().join("events.log");
+    let config = fault_config(scratch.path(), &events);
     let mut child = command(scratch.path())
-        .args(["--config", demo().to_str().unwrap()])
-        .args(["execute", "everything", "trigger-long-running-operation"])
-        .args(["--args", r#"{"duration":30,"steps":30}"#, "--stream"])
+        .args(["--config", config.to_str().unwrap()])
+        .args(["execute", "slow", "progress", "--stream"])
+        .args(["--args", r#"{"steps":500,"intervalMs":20}"#])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -318,6 +333,7 @@ fn ctrl_c_cancels_the_call_and_exits_130() {
         line.clear();
         assert!(stderr.read_line(&mut line).unwrap() > 0, "ended before any progress");
     }
+    assert!(line.starts_with("progress 1/500 step 1"), "{line}");
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
     let sent = Instant::now();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
@@ -327,6 +343,11 @@ fn ctrl_c_cancels_the_call_and_exits_130() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
     assert!(rest.contains("interrupted"), "{rest}");
+    // The server saw `notifications/cancelled` for the call before its session closed.
+    assert_eq!(
+        std::fs::read_to_string(&events).unwrap_or_default(),
+        "progress:cancelled\n"
+    );
 }
 
 /// A config with an env reference, a literal secret and a header, for the masking tests.

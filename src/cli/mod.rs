@@ -268,11 +268,19 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
         }
     };
     ctx.progress.finish();
-    // Let the cancellation of a dropped call reach its server before its session closes.
-    tokio::task::yield_now().await;
+    if code == exit::INTERRUPTED {
+        // Closing a session ends its server at once (stdin closed, then SIGTERM): give the
+        // dropped call's `notifications/cancelled` a moment to be written and acted on, so
+        // the server can stop its work cleanly rather than be killed in the middle of it.
+        tokio::time::sleep(CANCEL_GRACE).await;
+    }
     engine.close().await;
     code
 }
+
+/// How long an interrupted command waits, before closing its servers, for the cancellation
+/// of its tool call to reach the server.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(150);
 
 /// What a command gets: the engine, the output settings and the connect progress (finished
 /// before the result prints).
