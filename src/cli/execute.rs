@@ -20,6 +20,9 @@ use super::Ctx;
 use crate::engine::{ExecuteOptions, ProgressUpdate};
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery execute github create_issue --args '{\"repo\":\"owner/repo\",\"title\":\"Bug\"}'\n  anygpt-discovery execute filesystem read_text_file --args-file args.json --json\n  echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -\n  anygpt-discovery execute ai generate_text --args '{\"prompt\":\"a story\"}' --stream\n\nExit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the server's isError\ntoo), 4 disabled by toolRules, 130 interrupted (the call is cancelled downstream)."
+)]
 pub struct ExecuteArgs {
     /// The server.
     server: String,

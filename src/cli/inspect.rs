@@ -9,6 +9,9 @@ use super::Ctx;
 use crate::engine::ToolDetails;
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery inspect github create_issue\n  anygpt-discovery inspect github create_issue --examples"
+)]
 pub struct InspectArgs {
     /// The server.
     server: String,

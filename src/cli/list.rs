@@ -7,6 +7,9 @@ use super::output::{exit, human};
 use super::Ctx;
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery list\n  anygpt-discovery list --status --tools\n  anygpt-discovery list --json"
+)]
 pub struct ListArgs {
     /// Show each server's connection status (and why a failed one failed).
     #[arg(long)]

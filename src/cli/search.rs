@@ -11,6 +11,9 @@ use super::Ctx;
 use crate::engine::SearchRequest;
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery search \"github issue\"\n  anygpt-discovery search create --server github\n  anygpt-discovery search file --limit 5 --json"
+)]
 pub struct SearchArgs {
     /// What you want to do, or a tool name.
     query: String,

@@ -8,6 +8,7 @@ use super::Ctx;
 use crate::engine::ServerTools;
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  anygpt-discovery tools github\n  anygpt-discovery tools github --all --tags")]
 pub struct ToolsArgs {
     /// The server.
     server: String,
