@@ -517,6 +517,7 @@ fn help_has_examples_and_version_prints() {
     );
 }
 
+#[cfg(unix)]
 #[test]
 fn bash_completions_load_in_bash() {
     let bin = env!("CARGO_BIN_EXE_anygpt-discovery");

@@ -347,10 +347,14 @@ impl std::io::Write for ScrubbedStderr {
             return Ok(());
         }
         let text = String::from_utf8_lossy(&self.0);
-        let mut stderr = std::io::stderr().lock();
-        stderr.write_all(crate::engine::scrub_secrets(&text).as_bytes())?;
+        let text = crate::engine::scrub_secrets(&text);
+        // Above a CLI command's progress indicator, not through it.
+        let written = progress::suspended(|| {
+            let mut stderr = std::io::stderr().lock();
+            stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush())
+        });
         self.0.clear();
-        stderr.flush()
+        written
     }
 }
 

@@ -2,7 +2,7 @@
 //! still starting, then one line per server (`✓ name N tools` / `✗ name reason`). Only on a
 //! terminal (`Ui::interactive`); piped, quiet or under `NO_COLOR` nothing is drawn.
 
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -11,6 +11,19 @@ use super::output::{self, Ui};
 use crate::engine::{Engine, ServerInfo};
 
 const TICK: Duration = Duration::from_millis(80);
+
+/// The bar on screen, if any: log lines written meanwhile go above it (`suspended`) instead
+/// of through the middle of it.
+static ON_SCREEN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Run `write` (a write to stderr) with the indicator cleared and redrawn after.
+pub fn suspended<T>(write: impl FnOnce() -> T) -> T {
+    let bar = ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match bar {
+        Some(bar) => bar.suspend(write),
+        None => write(),
+    }
+}
 
 /// A running indicator, or nothing when stderr is not interactive.
 pub struct Progress {
@@ -40,6 +53,7 @@ impl Progress {
         );
         bar.enable_steady_tick(TICK);
         bar.set_message("connecting servers…");
+        *ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
         let updater = tokio::spawn({
             let (bar, engine) = (bar.clone(), engine.clone());
             async move {
@@ -80,6 +94,7 @@ impl Progress {
             return;
         };
         running.updater.abort();
+        ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).take();
         running.bar.finish_and_clear();
         let mut lines = String::new();
         for server in running.engine.server_statuses() {
@@ -90,16 +105,27 @@ impl Progress {
 }
 
 fn waiting_message(servers: &[ServerInfo]) -> String {
+    // Idle without tools: not started yet (an idle server with tools is served from its snapshot).
     let starting: Vec<&str> = servers
         .iter()
-        .filter(|s| s.status == "connecting")
+        .filter(|s| s.status == "connecting" || (s.status == "idle" && s.tool_count == 0))
         .map(|s| s.name.as_str())
         .collect();
-    let ready = servers.len() - starting.len();
+    let failed = servers.iter().filter(|s| s.status == "error").count();
+    let ready = servers.len() - starting.len() - failed;
+    let failed = if failed > 0 {
+        format!(", {failed} failed")
+    } else {
+        String::new()
+    };
     if starting.is_empty() {
-        return format!("{ready}/{} servers ready", servers.len());
+        return format!("{ready}/{} servers ready{failed}", servers.len());
     }
-    format!("connecting {} ({ready}/{} ready)", starting.join(", "), servers.len())
+    format!(
+        "connecting {} ({ready}/{} ready{failed})",
+        starting.join(", "),
+        servers.len()
+    )
 }
 
 /// `✓ name 13 tools`, `… name connecting`, `✗ name reason`.
