@@ -151,3 +151,50 @@ fn server_line(server: &ServerInfo, ui: Ui) -> String {
     line.push('\n');
     line
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::output::style::Paint;
+
+    fn server(name: &str, status: &str, tools: usize, error: Option<&str>) -> ServerInfo {
+        ServerInfo {
+            name: name.into(),
+            description: None,
+            tool_count: tools,
+            enabled_count: tools,
+            status: status.into(),
+            error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_spinner_names_servers_still_starting() {
+        let servers = [
+            server("a", "connected", 3, None),
+            server("b", "connecting", 0, None),
+            server("c", "idle", 0, None),
+            server("d", "error", 0, Some("boom")),
+            server("e", "idle", 2, None),
+        ];
+        assert_eq!(waiting_message(&servers), "connecting b, c (2/5 ready, 1 failed)");
+        assert_eq!(waiting_message(&servers[..1]), "1/1 servers ready");
+    }
+
+    #[test]
+    fn one_line_per_server_fits_the_width() {
+        let ui = Ui {
+            json: false,
+            quiet: false,
+            out: Paint { enabled: false },
+            err: Paint { enabled: false },
+            width: 40,
+            interactive: true,
+        };
+        assert_eq!(server_line(&server("a", "connected", 1, None), ui), "✓ a 1 tool\n");
+        assert_eq!(server_line(&server("e", "idle", 2, None), ui), "✓ e 2 tools (cached)\n");
+        let failed = server_line(&server("d", "error", 0, Some(&"x".repeat(80))), ui);
+        assert!(failed.starts_with("✗ d xxx") && failed.ends_with("…\n"), "{failed}");
+        assert_eq!(console::measure_text_width(failed.trim_end()), 40);
+    }
+}

@@ -472,6 +472,37 @@ mod tests {
     }
 
     #[test]
+    fn results_show_text_media_and_structured_content() {
+        use rmcp::model::ContentBlock;
+        let mut result = CallToolResult::success(vec![
+            ContentBlock::text("line one\nline two"),
+            ContentBlock::image("aGVsbG8=", "image/png"),
+        ]);
+        assert_eq!(
+            execute_result(&result, PLAIN),
+            "✓ Success\n\nResult:\n  line one\n  line two\n  [image image/png, 8 base64 bytes]\n"
+        );
+        result.content.clear();
+        result.structured_content = Some(serde_json::json!({"sum": 5}));
+        result.is_error = Some(true);
+        assert_eq!(
+            execute_result(&result, PLAIN),
+            "✗ Error (the tool reported an error)\n\nResult:\n  {\n    \"sum\": 5\n  }\n"
+        );
+    }
+
+    #[test]
+    fn long_text_results_are_cut_with_a_pointer_to_json() {
+        let long = "x".repeat(MAX_SHOWN_TEXT + 10);
+        let shown = cut(&long);
+        assert!(
+            shown.ends_with("… (10 more bytes; --json shows all)"),
+            "{}",
+            &shown[shown.len() - 60..]
+        );
+    }
+
+    #[test]
     fn types_read_from_schemas() {
         use serde_json::json;
         assert_eq!(type_of(&json!({"type": "string"})), "string");
