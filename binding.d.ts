@@ -143,14 +143,18 @@ export interface ReloadSummary {
   added: Array<string>
 }
 
-/** Ask a running `runCli` to stop: close downstream servers and resolve with 0. */
+/**
+ * Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
+ * 0, a command is interrupted (its tool call cancelled) and resolves with 130.
+ */
 export declare function requestShutdown(): void
 
 /**
- * Run the CLI (used by the npm bin). `argv` is `process.argv`; `config` a TS/JS config the
- * bin evaluated, with the file it came from. Resolves with the exit code.
+ * Run the CLI as `anygpt-discovery <args…>` with a config the JS side already evaluated
+ * (a TS/JS file, and the file it came from); `runCli` in index.js evaluates it and calls
+ * this. Resolves with the exit code.
  */
-export declare function runCli(argv: Array<string>, config?: Record<string, unknown> | undefined, configPath?: string | undefined | null): Promise<number>
+export declare function runCliWithConfig(args: Array<string>, config?: Record<string, unknown> | undefined, configPath?: string | undefined | null): Promise<number>
 
 /** Options of `searchTools`. */
 export interface SearchOptions {

@@ -14,6 +14,15 @@ export * from './binding'
  */
 export declare function defineConfig(config: DiscoveryConfigFile): DiscoveryConfigFile
 
+/**
+ * Run the CLI as `anygpt-discovery <args…>` (e.g. `runCli(['search', 'echo', '--json'])`, so
+ * the AnyGPT CLI can mount it as `anygpt mcp …`): output goes to this process's stdout and
+ * stderr, and the promise resolves with the exit code — 0 ok, 1 invalid arguments, 2
+ * configuration error or not found, 3 tool execution failed, 4 disabled by toolRules, 130
+ * interrupted. Defaults to `process.argv.slice(2)`.
+ */
+export declare function runCli(args?: string[]): Promise<number>
+
 /** Every error the engine throws or rejects with carries a stable `code`. */
 export interface DiscoveryError extends Error {
   code: ErrorCode

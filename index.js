@@ -4,7 +4,7 @@
 // stable code travels as a `CODE: ` message prefix and is moved into `error.code` here.
 
 const binding = require('./binding.js')
-const { loadConfig } = require('./lib/load-config.js')
+const { configArg, loadConfig } = require('./lib/load-config.js')
 
 const CODE_PREFIX = /^([A-Z][A-Z_]+): /
 
@@ -121,8 +121,36 @@ async function createEngine(options = {}) {
     : new DiscoveryEngine(loaded.value, loaded.path)
 }
 
+// The commands whose configuration errors exit 2 (the seed's table); serving exits 1.
+const COMMANDS = new Set(['list', 'search', 'tools', 'inspect', 'execute', 'config', 'trust'])
+
+/**
+ * Run the CLI as `anygpt-discovery <args…>`, e.g. `runCli(['search', 'echo', '--json'])`:
+ * output goes to this process's stdout/stderr, and the promise resolves with the exit code
+ * (never rejects). A TS/JS config the search order picks is evaluated here first. While it
+ * runs, SIGINT/SIGTERM/SIGHUP stop it (a tool call is cancelled, exit 130; a server exits 0).
+ */
+async function runCli(args = process.argv.slice(2)) {
+  let config
+  try {
+    config = await loadConfig(binding.locateConfig, configArg(args))
+  } catch (error) {
+    process.stderr.write(`error: ${error && error.message}\n`)
+    return args.some((arg) => COMMANDS.has(arg)) ? 2 : 1
+  }
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP']
+  // A Rust-side signal handler would fight Node's: Node catches them and asks the CLI to stop.
+  for (const signal of signals) process.on(signal, binding.requestShutdown)
+  try {
+    return await binding.runCliWithConfig(args, config.value, config.path)
+  } finally {
+    for (const signal of signals) process.off(signal, binding.requestShutdown)
+  }
+}
+
 module.exports = {
   ...binding,
+  runCli,
   DiscoveryEngine,
   defineConfig,
   createEngine,

@@ -3,11 +3,11 @@
 #
 #   bench/eval-all.sh [--profile release|profiling|debug] [--data DIR] [--out DIR] [--repeat N]
 #
-# Runs the native binary's hidden `eval` command (see bench/README.md) six times and prints one
+# Runs the `anygpt-eval` developer binary (bench/eval.rs; see bench/README.md) six times and prints one
 # Markdown table: Recall@1/5/10, Cov@10, p50/p99 latency per set and catalog, then the mean
 # Recall@5 over the six. Per-query rankings land in --out (default /tmp/eval-all) as
 # <set>-<catalog>.jsonl, for comparing two runs. Build the binary first, e.g.
-#   cargo build --profile profiling --bin anygpt-discovery --target x86_64-unknown-linux-gnu
+#   cargo build --profile profiling --bin anygpt-eval --target x86_64-unknown-linux-gnu
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 profile=release
@@ -24,14 +24,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 triple=${CARGO_BUILD_TARGET:-$(rustc -vV | sed -n 's/^host: //p')}
-bin="$root/target/$triple/$profile/anygpt-discovery"
+bin="$root/target/$triple/$profile/anygpt-eval"
 [ -x "$bin" ] || { echo "no binary at $bin: build it first" >&2; exit 1; }
 mkdir -p "$out"
 summaries=()
 for pair in livemcpbench-step:livemcpbench livemcpbench-task:livemcpbench mcptoolbench:mcptoolbench; do
   set=${pair%%:*}; own=${pair##*:}
   for catalog in "$own" combined; do
-    summaries+=("$set $catalog $("$bin" eval --catalog "$data/catalogs/$catalog.jsonl" \
+    summaries+=("$set $catalog $("$bin" --catalog "$data/catalogs/$catalog.jsonl" \
       --queries "$data/queries/dev/$set.jsonl" --out "$out/$set-$catalog.jsonl" \
       --limit 10 --repeat "$repeat" --json)")
   done

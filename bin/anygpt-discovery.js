@@ -1,11 +1,9 @@
 #!/usr/bin/env node
 'use strict'
-// The npm bin: hands process.argv to the addon's CLI, which serves MCP on fds 0/1 itself.
-// This file must never touch process.stdin or process.stdout: Node reading fd 0 would take
-// messages away from the server. It only evaluates a TS/JS config (when the engine's search
-// order picks one) and relays signals.
-
-const { configArg, loadConfig } = require('../lib/load-config.js')
+// The npm bin: hands its arguments to `runCli` (index.js), whose Rust side serves MCP on
+// fds 0/1 itself or runs a command. This file must never touch process.stdin or
+// process.stdout: Node reading fd 0 would take messages away from the server. `runCli`
+// evaluates a TS/JS config (when the engine's search order picks one) and relays signals.
 
 // Without a native binary for this platform nothing can run, `--help` included: say which
 // binary is missing and how to get it, without a stack trace.
@@ -17,22 +15,8 @@ try {
   process.stderr.write(`error: ${error.message}\n`)
   process.exit(1)
 }
-const { runCli, requestShutdown, locateConfig } = addon
 
-async function main() {
-  let config
-  try {
-    config = await loadConfig(locateConfig, configArg(process.argv.slice(2)))
-  } catch (error) {
-    process.stderr.write(`error: ${error && error.message}\n`)
-    return 1
-  }
-  // Rust-side signal handlers would fight Node's; Node catches them and asks the addon to stop.
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, requestShutdown)
-  return runCli(process.argv, config.value, config.path)
-}
-
-main().then(
+addon.runCli(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error) => {
     process.stderr.write(`error: ${error && error.stack ? error.stack : error}\n`)

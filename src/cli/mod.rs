@@ -1,45 +1,79 @@
-//! The command line: `anygpt-discovery [--config FILE] [serve | search <query>]`.
+//! The command line: `anygpt-discovery [serve | list | search | tools | inspect | execute |
+//! config … | trust | completions]`, the spec's `anygpt mcp …` commands (seed 003, DESIGN §8).
 //!
 //! `run` is shared by the native binary (`main.rs`) and the Node bin (`node::run_cli`), so both
 //! accept the same arguments and exit with the same codes. It resolves the config (an object
-//! already evaluated by the JS side wins, else `config::locate`'s search order) and starts the
-//! chosen command. Only this module prints (stdout
-//! through `output`). `search --catalog` and the hidden `eval` need no config.
+//! already evaluated by the JS side wins, else `config::locate`'s search order), opens the
+//! engine and hands it to the chosen command. Commands are thin: they call the `Engine`
+//! facade and give the result to `output`, which owns every byte written to stdout, the
+//! human and JSON forms, and the mapping from error codes to exit statuses (`exit`).
 
 use std::future::Future;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
-mod eval;
+mod completions;
+mod config_cmd;
+mod examples;
+mod execute;
+mod inspect;
+mod list;
 mod output;
+mod progress;
 mod search;
+mod tools;
 mod trust;
 
-/// Exit codes (seed 003): 0 ok, 1 bad arguments or config, 2 nothing found.
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const BAD_INPUT: i32 = 1;
-    pub const NOT_FOUND: i32 = 2;
-}
+pub use output::exit;
+use output::Ui;
+use progress::Progress;
+
+const EXAMPLES: &str = "\
+Examples:
+  anygpt-discovery                                  run the stdio MCP server (what editors start)
+  anygpt-discovery list --status --tools            servers, their state and tool counts
+  anygpt-discovery search \"read a file\" --limit 5   find tools by task
+  anygpt-discovery tools filesystem --all --tags    one server's tools, disabled ones too
+  anygpt-discovery inspect filesystem read_text_file --examples
+  anygpt-discovery execute everything echo --args '{\"message\":\"hi\"}'
+  echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
+  anygpt-discovery config show                      the config in use, secrets masked
+  anygpt-discovery completions bash > ~/.local/share/bash-completion/completions/anygpt-discovery
+
+Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found (search: nothing
+found), 3 tool execution failed, 4 tool disabled by toolRules, 130 interrupted.";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "anygpt-discovery",
     version,
-    about = "MCP gateway: five meta-tools in front of many MCP servers"
+    about = "MCP gateway: five meta-tools in front of many MCP servers, and a CLI to try them",
+    after_help = EXAMPLES
 )]
 struct Cli {
-    /// Config file (JSON or YAML; TS/JS through the npm bin).
+    /// Config file (JSON, JSONC or YAML; TS/JS through the npm bin). Default: the search order
+    /// (`anygpt-discovery config path` shows it).
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Log filter for stderr, e.g. `debug` or `discovery=trace`.
-    #[arg(long, global = true, value_name = "FILTER", env = "ANYGPT_LOG")]
+    /// Use a catalog file (JSON Lines, one tool a line) instead of the configured servers;
+    /// nothing is connected.
+    #[arg(long, global = true, value_name = "FILE")]
+    catalog: Option<PathBuf>,
+    /// Print one JSON document on stdout instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    /// Log filter for stderr: a level (error, warn, info, debug, trace, off) or directives
+    /// such as `discovery=debug,warn`. Commands log warnings only unless asked; `serve` info.
+    #[arg(long, global = true, value_name = "FILTER", env = "ANYGPT_LOG", value_parser = parse_log_filter)]
     log_level: Option<String>,
+    /// No progress indicator, errors only on stderr.
+    #[arg(long, short, global = true)]
+    quiet: bool,
     /// Let debug logs show `execute_tool` argument values and the MCP messages rmcp dumps at
     /// debug and trace (off: argument keys only; registered secrets are scrubbed either way).
     #[arg(long, global = true)]
@@ -52,13 +86,42 @@ struct Cli {
 enum Command {
     /// Run the stdio MCP server (the default).
     Serve,
+    /// List the configured servers.
+    List(list::ListArgs),
     /// Search tools by task or name (exit 2 when nothing matches).
     Search(search::SearchArgs),
+    /// List one server's tools (exit 2 when there is no such server).
+    Tools(tools::ToolsArgs),
+    /// Show a tool's description and parameters (exit 2 when not found).
+    Inspect(inspect::InspectArgs),
+    /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules).
+    Execute(execute::ExecuteArgs),
+    /// Show, check and locate the configuration.
+    #[command(subcommand)]
+    Config(config_cmd::ConfigCommand),
     /// Accept the current version of a server's tools (or one tool) after review.
     Trust(trust::TrustArgs),
-    /// Measure search quality and latency on a query set (see `npm run eval:search`).
-    #[command(hide = true)]
-    Eval(eval::EvalArgs),
+    /// Print a shell completion script.
+    Completions(completions::CompletionsArgs),
+}
+
+/// Why a `--log-level` is refused.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is neither a level (error, warn, info, debug, trace, off) nor a filter such as `discovery=debug,warn`")]
+struct BadLogFilter(String);
+
+const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
+/// A bare word must be a level: `tracing`'s filter would take `verbose` as a target name
+/// and silently log nothing.
+fn parse_log_filter(text: &str) -> Result<String, BadLogFilter> {
+    let bad = || BadLogFilter(text.to_owned());
+    let word = text.trim();
+    if !word.contains(['=', ',', ':', '[']) && !LEVELS.contains(&word.to_ascii_lowercase().as_str()) {
+        return Err(bad());
+    }
+    tracing_subscriber::EnvFilter::try_new(word).map_err(|_| bad())?;
+    Ok(word.to_owned())
 }
 
 /// A config evaluated elsewhere (by the JS bin): the object and where it came from.
@@ -91,8 +154,9 @@ pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shut
     code
 }
 
-/// Run the CLI with `args` (argv without the program name is fine too: clap skips argv[0],
-/// so callers pass the program name first). Returns the process exit code.
+/// Run the CLI with `args` (the program name first: clap skips argv[0]). Returns the process
+/// exit code. `shutdown` resolving (Ctrl-C, SIGTERM, `requestShutdown` from Node) stops a
+/// server cleanly, and interrupts a command with 130, cancelling its downstream call.
 pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
@@ -103,56 +167,143 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         }
     };
     crate::secrets::set_log_arguments(cli.log_arguments);
-    init_logging(cli.log_level.as_deref(), cli.log_arguments);
-    let load_config = || {
-        resolve_config(cli.config.as_ref(), config_object).map_err(|message| {
-            eprintln!("error: {message}");
-            exit::BAD_INPUT
-        })
+    let command = cli.command.unwrap_or(Command::Serve);
+    let serving = matches!(command, Command::Serve);
+    let default_filter = if serving {
+        "discovery=info,warn"
+    } else if cli.quiet {
+        "error"
+    } else {
+        "warn"
     };
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => match load_config() {
-            Ok(config) => {
-                tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
-                let watched = crate::watch::config_files(&config);
-                let engine = Engine::new(config);
-                let _live_reload = crate::watch::reload_on_change(&engine, &watched);
-                crate::gateway::serve_stdio(engine, shutdown).await;
-                exit::OK
-            }
+    init_logging(cli.log_level.as_deref().unwrap_or(default_filter), cli.log_arguments);
+    let ui = Ui::detect(cli.json, cli.quiet);
+    let options = Options {
+        config: cli.config,
+        catalog: cli.catalog,
+        object: config_object,
+    };
+    match command {
+        Command::Serve => serve(options, shutdown).await,
+        Command::Completions(args) => completions::run(&args, &mut Cli::command()),
+        Command::Config(action) => config_cmd::run(action, &options, &ui),
+        command => match open_engine(&options, &ui) {
+            Ok(engine) => run_command(command, engine, ui, shutdown).await,
             Err(code) => code,
         },
-        Command::Search(args) => {
-            let engine = match &args.catalog {
-                Some(path) => search::offline_engine(path).map_err(|message| {
-                    eprintln!("error: {message}");
-                    exit::BAD_INPUT
-                }),
-                None => load_config().map(Engine::new),
-            };
-            match engine {
-                Ok(engine) => search::run(args, engine).await,
-                Err(code) => code,
-            }
-        }
-        Command::Trust(args) => match load_config() {
-            Ok(config) => trust::run(args, Engine::new(config)).await,
-            Err(code) => code,
-        },
-        Command::Eval(args) => eval::run(args).await,
     }
 }
 
-/// The config to serve: an object the JS side evaluated (it asked [`locate`] which file wins,
+/// Where the config (or catalog) comes from.
+struct Options {
+    config: Option<PathBuf>,
+    catalog: Option<PathBuf>,
+    object: Option<ConfigObject>,
+}
+
+async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
+    match resolve_config(options.config.as_ref(), options.object) {
+        Ok(config) => {
+            tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
+            let watched = crate::watch::config_files(&config);
+            let engine = Engine::new(config);
+            let _live_reload = crate::watch::reload_on_change(&engine, &watched);
+            crate::gateway::serve_stdio(engine, shutdown).await;
+            exit::OK
+        }
+        // The server keeps its historical status 1 for a config it cannot serve: an editor
+        // only sees the process end, and scripts check for non-zero.
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::BAD_INPUT
+        }
+    }
+}
+
+/// The engine for a command: over `--catalog` (nothing connected) or the config.
+fn open_engine(options: &Options, ui: &Ui) -> Result<Engine, i32> {
+    if let Some(path) = &options.catalog {
+        // The catalog is a file named on the command line: a bad one is a bad argument.
+        return crate::catalog::file::load(path).map(Engine::from_catalog).map_err(|e| {
+            let _ = ui.error(&e);
+            exit::BAD_INPUT
+        });
+    }
+    resolve_config(options.config.as_ref(), options.object.clone())
+        .map(Engine::new)
+        .map_err(|e| ui.error(&e))
+}
+
+/// Run an engine command until it ends or `shutdown` interrupts it; close the engine either way.
+async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Future<Output = ()>) -> i32 {
+    engine.start();
+    let progress = Progress::start(&engine, &ui);
+    let ctx = Ctx {
+        engine: engine.clone(),
+        ui,
+        progress,
+    };
+    let work = async {
+        match command {
+            Command::List(args) => list::run(&args, &ctx).await,
+            Command::Search(args) => search::run(&args, &ctx).await,
+            Command::Tools(args) => tools::run(&args, &ctx).await,
+            Command::Inspect(args) => inspect::run(&args, &ctx).await,
+            Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
+            Command::Trust(args) => trust::run(&args, &ctx).await,
+            Command::Serve | Command::Config(_) | Command::Completions(_) => {
+                unreachable!("handled before an engine is opened")
+            }
+        }
+    };
+    let code = tokio::select! {
+        code = work => code,
+        // Dropping `work` drops a tool call in flight, which sends `notifications/cancelled`.
+        () = shutdown => {
+            ctx.progress.finish();
+            if !ctx.ui.quiet {
+                output::eprint("interrupted\n");
+            }
+            exit::INTERRUPTED
+        }
+    };
+    ctx.progress.finish();
+    if code == exit::INTERRUPTED {
+        // Closing a session ends its server at once (stdin closed, then SIGTERM): give the
+        // dropped call's `notifications/cancelled` a moment to be written and acted on, so
+        // the server can stop its work cleanly rather than be killed in the middle of it.
+        tokio::time::sleep(CANCEL_GRACE).await;
+    }
+    engine.close().await;
+    code
+}
+
+/// How long an interrupted command waits, before closing its servers, for the cancellation
+/// of its tool call to reach the server.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// What a command gets: the engine, the output settings and the connect progress (finished
+/// before the result prints).
+pub(crate) struct Ctx {
+    pub engine: Engine,
+    pub ui: Ui,
+    pub progress: Progress,
+}
+
+impl Ctx {
+    /// Await an engine operation, then end the progress indicator so the result prints clean.
+    pub async fn connected<T>(&self, operation: impl Future<Output = T>) -> T {
+        let out = operation.await;
+        self.progress.finish();
+        out
+    }
+}
+
+/// The config to use: an object the JS side evaluated (it asked [`locate`] which file wins,
 /// so the order is the same), else what [`locate`] chooses. Says on stderr where it came from,
 /// what each source held and what will likely fail.
 fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::Result<Config> {
-    let config = if let Some(object) = object {
-        Config::from_value(object.value, &object.origin)?
-    } else {
-        let env = Environment::current();
-        Config::load(&locate(flag.map(PathBuf::as_path), &env), &env)?
-    };
+    let config = load_config(flag, object)?;
     for note in config.notes() {
         tracing::info!("{note}");
     }
@@ -165,6 +316,16 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate
         );
     }
     Ok(config)
+}
+
+/// The config, without reporting on it (the `config` commands show it themselves).
+fn load_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::Result<Config> {
+    if let Some(object) = object {
+        Config::from_value(object.value, &object.origin)
+    } else {
+        let env = Environment::current();
+        Config::load(&locate(flag.map(PathBuf::as_path), &env), &env)
+    }
 }
 
 /// stderr for log lines, with every registered secret scrubbed (`engine::scrub_secrets`):
@@ -186,10 +347,14 @@ impl std::io::Write for ScrubbedStderr {
             return Ok(());
         }
         let text = String::from_utf8_lossy(&self.0);
-        let mut stderr = std::io::stderr().lock();
-        stderr.write_all(crate::engine::scrub_secrets(&text).as_bytes())?;
+        let text = crate::engine::scrub_secrets(&text);
+        // Above a CLI command's progress indicator, not through it.
+        let written = progress::suspended(|| {
+            let mut stderr = std::io::stderr().lock();
+            stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush())
+        });
         self.0.clear();
-        stderr.flush()
+        written
     }
 }
 
@@ -199,12 +364,13 @@ impl Drop for ScrubbedStderr {
     }
 }
 
-fn init_logging(filter: Option<&str>, log_arguments: bool) {
+fn init_logging(filter: &str, log_arguments: bool) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
-    let filter = tracing_subscriber::EnvFilter::try_new(filter.unwrap_or("discovery=info,warn"))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("discovery=info,warn"));
+    // `parse_log_filter` already checked it.
+    let filter =
+        tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // rmcp's service loop dumps whole messages at debug and trace (`received request` with
     // every argument value, `response message` with every result): only on request.
     let no_message_dumps = tracing_subscriber::filter::filter_fn(move |meta| {

@@ -2,13 +2,13 @@
 //! after review, so pinning stops marking them changed and `discovery.security` lets them run.
 //!
 //! The server's tools come from its snapshot or, without one, from connecting it. Exit codes:
-//! 0 trusted, 1 bad arguments or configuration, 2 server or tool not found or not reachable.
+//! 0 trusted, 1 bad arguments, 2 configuration error or server or tool not found, 3 not
+//! reachable.
 
 use clap::Args;
 
-use super::{exit, output};
-use crate::engine::Engine;
-use crate::error::ErrorCode;
+use super::output::exit;
+use super::Ctx;
 
 #[derive(Debug, Args)]
 pub struct TrustArgs {
@@ -18,31 +18,33 @@ pub struct TrustArgs {
     tool: Option<String>,
 }
 
+#[derive(serde::Serialize)]
+struct Trusted<'a> {
+    server: &'a str,
+    trusted: &'a [String],
+}
+
 /// Trust the tools and print what was trusted; returns the exit code.
-pub async fn run(args: TrustArgs, engine: Engine) -> i32 {
-    let outcome = engine.trust_tools(&args.server, args.tool.as_deref()).await;
-    engine.close().await;
+pub async fn run(args: &TrustArgs, ctx: &Ctx) -> i32 {
+    let outcome = ctx
+        .connected(ctx.engine.trust_tools(&args.server, args.tool.as_deref()))
+        .await;
     match outcome {
         Ok(names) => {
-            output::print(&format!(
-                "trusted {} tool(s) of {}: {}\n",
-                names.len(),
-                args.server,
-                names.join(", ")
-            ));
+            let body = Trusted {
+                server: &args.server,
+                trusted: &names,
+            };
+            ctx.ui.result(&body, || {
+                format!(
+                    "trusted {} tool(s) of {}: {}\n",
+                    names.len(),
+                    args.server,
+                    names.join(", ")
+                )
+            });
             exit::OK
         }
-        Err(error) => {
-            eprintln!("error: {}: {error}", error.code());
-            if !error.suggestions().is_empty() {
-                eprintln!("did you mean: {}", error.suggestions().join(", "));
-            }
-            match error.code() {
-                ErrorCode::ServerNotFound | ErrorCode::ToolNotFound | ErrorCode::ServerConnectionError => {
-                    exit::NOT_FOUND
-                }
-                _ => exit::BAD_INPUT,
-            }
-        }
+        Err(error) => ctx.ui.error(&error),
     }
 }

@@ -112,6 +112,14 @@ impl Engine {
         let state = self.current();
         state.indexed().await;
         state.wait_first_starts(SEARCH_WAIT).await;
+        self.server_statuses()
+    }
+
+    /// Every server as it is right now, without starting or waiting for anything: what a
+    /// progress display polls while servers connect.
+    #[must_use]
+    pub fn server_statuses(&self) -> Vec<ServerInfo> {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
         let catalog = state.read_catalog();
         state
             .upstream

@@ -1,8 +1,9 @@
 //! The napi bindings — the only `#[napi]` code. Thin: convert types, call the engine.
 //!
-//! `DiscoveryEngine` is the Node API; `runCli`/`requestShutdown` back the JS bin, which hands
-//! over `process.argv` (and a TS/JS config it evaluated) and relays SIGINT/SIGTERM, since a
-//! signal handler installed from Rust would fight Node's own. Engine errors become JS errors
+//! `DiscoveryEngine` is the Node API; `runCliWithConfig`/`requestShutdown` back `runCli` in
+//! index.js (and so the JS bin), which hands over the arguments (and a TS/JS config it
+//! evaluated) and relays SIGINT/SIGTERM, since a signal handler installed from Rust would
+//! fight Node's own. Engine errors become JS errors
 //! whose `code` is the stable error code.
 
 // napi passes JS values in by value; the bindings borrow from them.
@@ -487,16 +488,17 @@ pub fn locate_config(config: Option<String>) -> LocatedConfig {
 
 static SHUTDOWN: LazyLock<Notify> = LazyLock::new(Notify::new);
 
-/// Run the CLI (used by the npm bin). `argv` is `process.argv`; `config` a TS/JS config the
-/// bin evaluated, with the file it came from. Resolves with the exit code.
+/// Run the CLI as `anygpt-discovery <args…>` with a config the JS side already evaluated
+/// (a TS/JS file, and the file it came from); `runCli` in index.js evaluates it and calls
+/// this. Resolves with the exit code.
 #[napi]
-pub async fn run_cli(
-    argv: Vec<String>,
+pub async fn run_cli_with_config(
+    args: Vec<String>,
     #[napi(ts_arg_type = "Record<string, unknown> | undefined")] config: Option<Value>,
     config_path: Option<String>,
 ) -> i32 {
-    // process.argv is [node, script, ...args]; clap wants [program, ...args].
-    let program_and_args: Vec<String> = argv.into_iter().skip(1).collect();
+    // clap wants the program name first.
+    let program_and_args: Vec<String> = std::iter::once("anygpt-discovery".to_owned()).chain(args).collect();
     let config = config.map(|value| ConfigObject {
         value,
         origin: config_path.unwrap_or_else(|| "<object>".into()),
@@ -517,7 +519,8 @@ pub async fn run_cli(
     exit_code.await.unwrap_or(cli::exit::BAD_INPUT)
 }
 
-/// Ask a running `runCli` to stop: close downstream servers and resolve with 0.
+/// Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
+/// 0, a command is interrupted (its tool call cancelled) and resolves with 130.
 #[napi]
 pub fn request_shutdown() {
     // notify_one stores a permit, so a signal that arrives before the server waits is kept.

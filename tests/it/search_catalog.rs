@@ -219,18 +219,25 @@ fn eval_writes_one_line_per_query_and_prints_recall() {
     .unwrap();
     let out = dir.path().join("results.jsonl");
     let catalog = fixture();
-    let (code, stdout, stderr) = bin(&[
-        "eval",
-        "--catalog",
-        catalog.to_str().unwrap(),
-        "--queries",
-        queries.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--repeat",
-        "1",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    // The harness is its own developer binary (bench/eval.rs), not a command of the CLI.
+    let output = Command::new(env!("CARGO_BIN_EXE_anygpt-eval"))
+        .args([
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--queries",
+            queries.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--repeat",
+            "1",
+        ])
+        .output()
+        .expect("the eval binary runs");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
     assert!(
         stdout.contains("Recall@1 0.667  Recall@5 0.667  Recall@10 0.667"),
         "{stdout}"

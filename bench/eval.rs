@@ -1,24 +1,28 @@
-//! `anygpt-discovery eval` (hidden): search quality and latency over a query set.
+//! `anygpt-eval`: search quality and latency over a query set — a developer tool, not part
+//! of the shipped CLI (it was the hidden `anygpt-discovery eval`; same flags, same output).
 //!
 //! Indexes a catalog file offline, sends every query through `Engine::search` — the path
 //! `search_tools` takes, server filter off — writes one line per query
 //! `{"id":"…","results":["server:tool",…]}` in rank order, and prints Recall@1/5/10, Cov@10
 //! (multi-tool queries) and the p50/p99 latency of `Engine::search`. `expected` is read only
 //! to score results already written; it never reaches the engine. `npm run eval:search` wraps
-//! this command.
+//! this binary (building it when needed).
 
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use clap::Args;
+use clap::Parser;
+use discovery::engine::{Engine, SearchRequest};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{exit, output, search::offline_engine};
-use crate::engine::{Engine, SearchRequest};
-
-#[derive(Debug, Args)]
+#[derive(Debug, Parser)]
+#[command(
+    name = "anygpt-eval",
+    about = "Search quality (Recall@k, Cov@10) and latency over a query set"
+)]
 pub struct EvalArgs {
     /// Catalog to index (JSON Lines, one tool a line).
     #[arg(long, value_name = "FILE")]
@@ -61,24 +65,35 @@ struct Scores {
 
 const CUTOFFS: [usize; 3] = [1, 5, 10];
 
-pub async fn run(args: EvalArgs) -> i32 {
-    match evaluate(&args).await {
+fn main() {
+    let args = EvalArgs::parse();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a single-thread tokio runtime starts");
+    let code = match runtime.block_on(evaluate(&args)) {
         Ok(summary) => {
-            output::print(&summary);
-            exit::OK
+            let mut stdout = std::io::stdout().lock();
+            let _ = stdout.write_all(summary.as_bytes()).and_then(|()| stdout.flush());
+            0
         }
         Err(error) => {
             eprintln!("error: {error}");
-            exit::BAD_INPUT
+            1
         }
-    }
+    };
+    std::process::exit(code);
+}
+
+fn offline_engine(path: &Path) -> discovery::Result<Engine> {
+    discovery::catalog::file::load(path).map(Engine::from_catalog)
 }
 
 /// Why an evaluation could not run.
 #[derive(Debug, thiserror::Error)]
 enum EvalError {
     #[error(transparent)]
-    Catalog(#[from] crate::Error),
+    Catalog(#[from] discovery::Error),
     #[error("{}: cannot read file: {source}", .path.display())]
     Read { path: PathBuf, source: std::io::Error },
     #[error("{}: line {line}: {source}", .path.display())]

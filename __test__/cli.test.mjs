@@ -1,0 +1,55 @@
+// The CLI through Node: `runCli(args)` exported by the package (how the AnyGPT CLI mounts the
+// commands as `anygpt mcp …`) prints what the bin prints and resolves with the same exit
+// code; a TS config is evaluated for the commands too.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { bin, demoConfig, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
+
+/** Run `runCli(args)` in a fresh Node process (it writes to that process's stdout). */
+function runCliInNode(args, options = {}) {
+  const script = `require(${JSON.stringify(join(root, 'index.js'))}).runCli(${JSON.stringify(args)}).then((code) => { process.exitCode = code })`;
+  return spawnSync(process.execPath, ['-e', script], { env: isolatedEnv(), encoding: 'utf8', timeout: 60_000, ...options });
+}
+
+function runBin(args, options = {}) {
+  return spawnSync(process.execPath, [bin, ...args], { env: isolatedEnv(), encoding: 'utf8', timeout: 60_000, ...options });
+}
+
+describe('runCli', () => {
+  test("runCli(['search','echo','--json']) resolves with the exit code and prints the bin's JSON", () => {
+    const args = ['search', 'echo', '--json', '--config', demoConfig];
+    const viaNode = runCliInNode(args);
+    assert.equal(viaNode.status, 0, viaNode.stderr);
+    const body = JSON.parse(viaNode.stdout);
+    assert.deepEqual([body.results[0].server, body.results[0].tool], ['everything', 'echo']);
+    const viaBin = runBin(args);
+    assert.equal(viaBin.status, 0, viaBin.stderr);
+    assert.equal(viaNode.stdout, viaBin.stdout);
+  });
+
+  test('exit codes come back: 2 for nothing found, 4 for a tool disabled by toolRules', () => {
+    assert.equal(runCliInNode(['search', 'zzqqxx', '--config', demoConfig]).status, 2);
+    const disabled = runCliInNode(['execute', 'filesystem', 'write_file', '--args', '{"path":"x","content":"y"}', '--config', demoConfig]);
+    assert.equal(disabled.status, 4, disabled.stderr);
+    assert.match(disabled.stderr, /Code: TOOL_DISABLED/);
+  });
+
+  test('a TS config is evaluated for the commands, and a broken one is a configuration error (2)', () => {
+    const dir = tempDir('anygpt-discovery-cli-ts-');
+    mkdirSync(join(dir, '.anygpt'));
+    writeFileSync(
+      join(dir, '.anygpt', 'mcp-discovery.config.ts'),
+      `const name: string = 'ev'\nexport default { discovery: { servers: [{ name, connection: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverPaths.everything)}] } }] } }\n`,
+    );
+    const listed = runBin(['list', '--json'], { cwd: dir });
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.deepEqual(JSON.parse(listed.stdout).servers.map((s) => s.name), ['ev']);
+    writeFileSync(join(dir, '.anygpt', 'mcp-discovery.config.ts'), "throw new Error('boom')\n");
+    const broken = runBin(['list'], { cwd: dir });
+    assert.equal(broken.status, 2);
+    assert.match(broken.stderr, /cannot load config: boom/);
+  });
+});

@@ -1,0 +1,186 @@
+//! `execute <server> <tool> [--args JSON | --args-file F | -] [--stream] [--timeout MS]`:
+//! run a tool (seed 003 "anygpt mcp execute").
+//!
+//! Exit codes: 0 ok, 1 invalid arguments (bad JSON, or arguments the tool's schema rejects),
+//! 2 server or tool not found, 3 the call failed (the server's own `isError` too), 4 disabled
+//! by toolRules; Ctrl-C cancels the call downstream and exits 130 (`cli::run_command`).
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use rmcp::model::CallToolResult;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::output::json::ErrorDetail;
+use super::output::{exit, human};
+use super::Ctx;
+use crate::engine::{ExecuteOptions, ProgressUpdate};
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery execute github create_issue --args '{\"repo\":\"owner/repo\",\"title\":\"Bug\"}'\n  anygpt-discovery execute filesystem read_text_file --args-file args.json --json\n  echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -\n  anygpt-discovery execute ai generate_text --args '{\"prompt\":\"a story\"}' --stream\n\nExit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the server's isError\ntoo), 4 disabled by toolRules, 130 interrupted (the call is cancelled downstream)."
+)]
+pub struct ExecuteArgs {
+    /// The server.
+    server: String,
+    /// The tool.
+    tool: String,
+    /// `-`: read the arguments (a JSON object) from stdin.
+    #[arg(value_name = "-", value_parser = clap::builder::PossibleValuesParser::new(["-"]), conflicts_with_all = ["args", "args_file"])]
+    stdin: Option<String>,
+    /// The tool's arguments as a JSON object, e.g. '{"path":"README.md"}'.
+    #[arg(long, value_name = "JSON", conflicts_with = "args_file")]
+    args: Option<String>,
+    /// Read the arguments from a JSON file (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    args_file: Option<PathBuf>,
+    /// Print the server's progress notifications (stderr) as they arrive.
+    #[arg(long)]
+    stream: bool,
+    /// Give up after this many milliseconds (default: the server's `timeoutMs`, else 60000).
+    #[arg(long, value_name = "MS")]
+    timeout: Option<u64>,
+}
+
+/// Why the arguments could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ArgsError {
+    #[error("{from}: cannot read: {source}")]
+    Read {
+        from: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{from}: not valid JSON: {source}; pass an object such as '{{\"key\":\"value\"}}'")]
+    Json {
+        from: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl ExecuteArgs {
+    /// The arguments from wherever they were given; `None` when not given.
+    fn arguments(&self) -> Result<Option<Value>, ArgsError> {
+        let (from, text) = if let Some(text) = &self.args {
+            ("--args".to_owned(), text.clone())
+        } else if let Some(path) = &self.args_file {
+            if path.as_os_str() == "-" {
+                ("stdin".to_owned(), read_stdin()?)
+            } else {
+                let from = format!("--args-file {}", path.display());
+                let text = std::fs::read_to_string(path).map_err(|source| ArgsError::Read {
+                    from: from.clone(),
+                    source,
+                })?;
+                (from, text)
+            }
+        } else if self.stdin.is_some() {
+            ("stdin".to_owned(), read_stdin()?)
+        } else {
+            return Ok(None);
+        };
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| ArgsError::Json { from, source })
+    }
+}
+
+fn read_stdin() -> Result<String, ArgsError> {
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .map_err(|source| ArgsError::Read {
+            from: "stdin".to_owned(),
+            source,
+        })?;
+    Ok(text)
+}
+
+/// `--json`: `{"success":true,"result":<the tools/call result>}`; `success` is false when
+/// the server answered `isError`, and an engine error is `{"success":false,"error":{…}}`.
+#[derive(Serialize)]
+struct Executed<'a> {
+    success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a CallToolResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorDetail>,
+}
+
+pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
+    let ui = &ctx.ui;
+    let arguments = match args.arguments() {
+        Ok(arguments) => arguments,
+        Err(e) => return ui.usage_error(&e.to_string()),
+    };
+    if !ui.json {
+        super::output::print(&human::executing(&args.server, &args.tool, ui.out));
+    }
+    let options = ExecuteOptions {
+        timeout_ms: args.timeout,
+        cancel: None,
+        progress: args.stream.then(|| stream_sink(ctx)),
+    };
+    // Boxed: the engine's execute future is large (25 kB) to keep on this stack frame.
+    let outcome = ctx
+        .connected(Box::pin(ctx.engine.execute(
+            &args.server,
+            &args.tool,
+            arguments,
+            options,
+        )))
+        .await;
+    match outcome {
+        Ok(result) => {
+            let failed = result.is_error == Some(true);
+            let body = Executed {
+                success: !failed,
+                result: Some(&result),
+                error: None,
+            };
+            ui.result(&body, || human::execute_result(&result, ui.out));
+            if failed {
+                exit::EXECUTION_FAILED
+            } else {
+                exit::OK
+            }
+        }
+        Err(error) => {
+            if ui.json {
+                let body = Executed {
+                    success: false,
+                    result: None,
+                    error: Some(ErrorDetail::of(&error)),
+                };
+                super::output::print(&super::output::json::document(&body));
+            } else {
+                super::output::eprint(&human::execute_error(&args.server, &args.tool, &error, ui.err));
+            }
+            exit::status_of(error.code())
+        }
+    }
+}
+
+/// Where `--stream` sends progress: a line on stderr each (JSON lines with `--json`).
+fn stream_sink(ctx: &Ctx) -> crate::engine::ProgressSink {
+    let write = ctx.progress.line_writer();
+    let (json, paint) = (ctx.ui.json, ctx.ui.err);
+    Arc::new(move |update: ProgressUpdate| {
+        let line = if json {
+            let mut line =
+                json!({ "progress": update.progress, "total": update.total, "message": update.message }).to_string();
+            line.push('\n');
+            line
+        } else {
+            human::progress(&update, paint)
+        };
+        write(&crate::engine::scrub_secrets(&line));
+    })
+}

@@ -1,0 +1,35 @@
+//! `list [--status] [--tools]`: the configured servers (seed 003 "anygpt mcp list").
+//! Exit 0; a configuration error is 2 (before the command runs).
+
+use clap::Args;
+
+use super::output::{exit, human};
+use super::Ctx;
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  anygpt-discovery list\n  anygpt-discovery list --status --tools\n  anygpt-discovery list --json"
+)]
+pub struct ListArgs {
+    /// Show each server's connection status (and why a failed one failed).
+    #[arg(long)]
+    status: bool,
+    /// Show each server's tool count.
+    #[arg(long)]
+    tools: bool,
+}
+
+/// `{"servers":[{name, description?, toolCount, enabledCount, status, error?}]}` with `--json`.
+#[derive(serde::Serialize)]
+struct Listed<'a> {
+    servers: &'a [crate::engine::ServerInfo],
+}
+
+pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
+    let servers = ctx.connected(ctx.engine.list_servers()).await;
+    let ui = &ctx.ui;
+    ui.result(&Listed { servers: &servers }, || {
+        human::servers(&servers, args.status, args.tools, ui.out, ui.width)
+    });
+    exit::OK
+}

@@ -1,0 +1,89 @@
+//! The CLI's output layer: the one place that writes to stdout (stdout is the MCP channel
+//! while serving, so nothing else in the crate may print to it), how each command's result
+//! looks for people (`human`) and as JSON (`json`), errors on stderr, and the one mapping
+//! from the engine's error codes to exit statuses (`exit`).
+
+pub mod exit;
+pub mod human;
+pub mod json;
+pub mod style;
+
+use std::io::Write;
+
+use crate::error::Error;
+use style::Paint;
+
+/// Write `text` to stdout as is. A closed pipe (`… | head`) is not an error worth a panic.
+pub fn print(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}
+
+/// Write `text` to stderr as is.
+pub fn eprint(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+}
+
+/// How this run prints: JSON or human, colours, width.
+#[derive(Debug, Clone, Copy)]
+pub struct Ui {
+    /// One JSON document on stdout instead of human text.
+    pub json: bool,
+    /// No progress indicator and no notes on stderr.
+    pub quiet: bool,
+    pub out: Paint,
+    pub err: Paint,
+    pub width: usize,
+    /// stderr is a terminal a progress indicator may draw on.
+    pub interactive: bool,
+}
+
+impl Ui {
+    /// Detect the terminal.
+    #[must_use]
+    pub fn detect(json: bool, quiet: bool) -> Self {
+        Self {
+            json,
+            quiet,
+            out: Paint {
+                enabled: !json && style::stdout_colour(),
+            },
+            err: Paint {
+                enabled: style::stderr_colour(),
+            },
+            width: style::width(),
+            interactive: !quiet && style::stderr_interactive(),
+        }
+    }
+
+    /// Print a command's result: `human` text or the JSON document.
+    pub fn result<T: serde::Serialize + ?Sized>(&self, value: &T, human: impl FnOnce() -> String) {
+        if self.json {
+            print(&json::document(value));
+        } else {
+            print(&human());
+        }
+    }
+
+    /// Report an engine error (stderr for people; the JSON document on stdout with `--json`)
+    /// and return its exit status.
+    #[must_use]
+    pub fn error(&self, error: &Error) -> i32 {
+        if self.json {
+            print(&json::document(&json::ErrorBody::of(error)));
+        } else {
+            eprint(&human::error(error, self.err));
+        }
+        exit::status_of(error.code())
+    }
+
+    /// A problem with the command line itself (bad `--args` JSON, an unreadable file):
+    /// exit 1, said like an engine error.
+    #[must_use]
+    pub fn usage_error(&self, message: &str) -> i32 {
+        self.error(&Error::Validation {
+            problems: vec![message.to_owned()],
+        })
+    }
+}

@@ -1,0 +1,200 @@
+//! The progress indicator on stderr while servers connect: a spinner naming the servers
+//! still starting, then one line per server (`✓ name N tools` / `✗ name reason`). Only on a
+//! terminal (`Ui::interactive`); piped, quiet or under `NO_COLOR` nothing is drawn.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::output::{self, Ui};
+use crate::engine::{Engine, ServerInfo};
+
+const TICK: Duration = Duration::from_millis(80);
+
+/// The bar on screen, if any: log lines written meanwhile go above it (`suspended`) instead
+/// of through the middle of it.
+static ON_SCREEN: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Run `write` (a write to stderr) with the indicator cleared and redrawn after.
+pub fn suspended<T>(write: impl FnOnce() -> T) -> T {
+    let bar = ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match bar {
+        Some(bar) => bar.suspend(write),
+        None => write(),
+    }
+}
+
+/// A running indicator, or nothing when stderr is not interactive.
+pub struct Progress {
+    inner: Mutex<Option<Running>>,
+}
+
+struct Running {
+    bar: ProgressBar,
+    updater: tokio::task::JoinHandle<()>,
+    engine: Engine,
+    ui: Ui,
+}
+
+impl Progress {
+    /// Start drawing when `ui` allows (needs a tokio runtime).
+    pub fn start(engine: &Engine, ui: &Ui) -> Self {
+        if !ui.interactive || engine.server_statuses().is_empty() {
+            return Self {
+                inner: Mutex::new(None),
+            };
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {msg}")
+                .expect("the template is valid")
+                .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
+        );
+        bar.enable_steady_tick(TICK);
+        bar.set_message("connecting servers…");
+        *ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
+        let updater = tokio::spawn({
+            let (bar, engine) = (bar.clone(), engine.clone());
+            async move {
+                loop {
+                    bar.set_message(waiting_message(&engine.server_statuses()));
+                    tokio::time::sleep(TICK).await;
+                }
+            }
+        });
+        Self {
+            inner: Mutex::new(Some(Running {
+                bar,
+                updater,
+                engine: engine.clone(),
+                ui: *ui,
+            })),
+        }
+    }
+
+    /// A writer for lines to stderr while the indicator may be drawing (`execute --stream`):
+    /// above the spinner while it runs, straight to stderr otherwise.
+    pub fn line_writer(&self) -> impl Fn(&str) + Send + Sync + 'static {
+        let bar = self
+            .inner
+            .lock()
+            .expect("progress lock is never poisoned")
+            .as_ref()
+            .map(|running| running.bar.clone());
+        move |line: &str| match &bar {
+            Some(bar) if !bar.is_finished() => bar.println(line.trim_end_matches('\n')),
+            _ => output::eprint(line),
+        }
+    }
+
+    /// Clear the spinner and print each server's line. Later calls do nothing.
+    pub fn finish(&self) {
+        let Some(running) = self.inner.lock().expect("progress lock is never poisoned").take() else {
+            return;
+        };
+        running.updater.abort();
+        ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).take();
+        running.bar.finish_and_clear();
+        let mut lines = String::new();
+        for server in running.engine.server_statuses() {
+            lines.push_str(&server_line(&server, running.ui));
+        }
+        output::eprint(&lines);
+    }
+}
+
+fn waiting_message(servers: &[ServerInfo]) -> String {
+    // Idle without tools: not started yet (an idle server with tools is served from its snapshot).
+    let starting: Vec<&str> = servers
+        .iter()
+        .filter(|s| s.status == "connecting" || (s.status == "idle" && s.tool_count == 0))
+        .map(|s| s.name.as_str())
+        .collect();
+    let failed = servers.iter().filter(|s| s.status == "error").count();
+    let ready = servers.len() - starting.len() - failed;
+    let failed = if failed > 0 {
+        format!(", {failed} failed")
+    } else {
+        String::new()
+    };
+    if starting.is_empty() {
+        return format!("{ready}/{} servers ready{failed}", servers.len());
+    }
+    format!(
+        "connecting {} ({ready}/{} ready{failed})",
+        starting.join(", "),
+        servers.len()
+    )
+}
+
+/// `✓ name 13 tools`, `… name connecting`, `✗ name reason`.
+fn server_line(server: &ServerInfo, ui: Ui) -> String {
+    let p = ui.err;
+    let tools = format!(
+        "{} tool{}",
+        server.tool_count,
+        if server.tool_count == 1 { "" } else { "s" }
+    );
+    let line = match server.status.as_str() {
+        "connected" => format!("{} {} {tools}", p.ok("✓"), server.name),
+        "idle" => format!("{} {} {tools} {}", p.ok("✓"), server.name, p.dim("(cached)")),
+        "connecting" => format!("{} {} still connecting", p.warn("…"), server.name),
+        _ => format!(
+            "{} {} {}",
+            p.bad("✗"),
+            server.name,
+            server.error.as_deref().unwrap_or("failed")
+        ),
+    };
+    let mut line = console::truncate_str(&line, ui.width, "…").into_owned();
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::output::style::Paint;
+
+    fn server(name: &str, status: &str, tools: usize, error: Option<&str>) -> ServerInfo {
+        ServerInfo {
+            name: name.into(),
+            description: None,
+            tool_count: tools,
+            enabled_count: tools,
+            status: status.into(),
+            error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_spinner_names_servers_still_starting() {
+        let servers = [
+            server("a", "connected", 3, None),
+            server("b", "connecting", 0, None),
+            server("c", "idle", 0, None),
+            server("d", "error", 0, Some("boom")),
+            server("e", "idle", 2, None),
+        ];
+        assert_eq!(waiting_message(&servers), "connecting b, c (2/5 ready, 1 failed)");
+        assert_eq!(waiting_message(&servers[..1]), "1/1 servers ready");
+    }
+
+    #[test]
+    fn one_line_per_server_fits_the_width() {
+        let ui = Ui {
+            json: false,
+            quiet: false,
+            out: Paint { enabled: false },
+            err: Paint { enabled: false },
+            width: 40,
+            interactive: true,
+        };
+        assert_eq!(server_line(&server("a", "connected", 1, None), ui), "✓ a 1 tool\n");
+        assert_eq!(server_line(&server("e", "idle", 2, None), ui), "✓ e 2 tools (cached)\n");
+        let failed = server_line(&server("d", "error", 0, Some(&"x".repeat(80))), ui);
+        assert!(failed.starts_with("✗ d xxx") && failed.ends_with("…\n"), "{failed}");
+        assert_eq!(console::measure_text_width(failed.trim_end()), 40);
+    }
+}

@@ -1,0 +1,601 @@
+//! The human CLI (`list`, `search`, `tools`, `inspect`, `execute`, `config …`, `completions`)
+//! run as a user runs it: the built binary against the demo config (three reference servers
+//! from npm), each command's human output and `--json` document snapshotted (insta; the
+//! repository path normalised), and every exit status of the seed's table.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn demo() -> PathBuf {
+    repo().join("examples/demo.config.json")
+}
+
+/// What one run printed and how it ended.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        assert_eq!(self.stdout.lines().count(), 1, "one JSON line: {}", self.stdout);
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+/// The binary with a scratch cache, state and home (nothing read from or written to the
+/// user's), 80 columns, no colour forced, in the repository.
+fn command(scratch: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_anygpt-discovery"));
+    command
+        .current_dir(repo())
+        .env("ANYGPT_DISCOVERY_CACHE_DIR", scratch.join("cache"))
+        .env("ANYGPT_DISCOVERY_STATE_DIR", scratch.join("state"))
+        .env("HOME", scratch.join("home"))
+        .env("XDG_CONFIG_HOME", scratch.join("home/.config"))
+        .env("COLUMNS", "80")
+        .env("ANYGPT_DEMO_MEMORY_FILE", scratch.join("memory.jsonl"))
+        .env_remove("ANYGPT_DISCOVERY_CONFIG")
+        .env_remove("ANYGPT_LOG")
+        .env_remove("FORCE_COLOR")
+        .env_remove("CLICOLOR_FORCE")
+        .env_remove("NO_COLOR");
+    command
+}
+
+fn run_with(args: &[&str], stdin: Option<&str>) -> Run {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut command = command(scratch.path());
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = command.spawn().unwrap();
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: normalise(&String::from_utf8(out.stdout).unwrap()),
+        stderr: normalise(&String::from_utf8(out.stderr).unwrap()),
+    }
+}
+
+/// `args` on the demo config.
+fn demo_run(args: &[&str]) -> Run {
+    let config = demo();
+    let mut all = vec!["--config", config.to_str().unwrap()];
+    all.extend_from_slice(args);
+    run_with(&all, None)
+}
+
+fn run(args: &[&str]) -> Run {
+    run_with(args, None)
+}
+
+/// A JSON document as the snapshot shows it.
+fn pretty(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap()
+}
+
+fn normalise(text: &str) -> String {
+    text.replace(repo().to_str().unwrap(), "[REPO]")
+}
+
+#[test]
+fn list_shows_servers_tools_and_status() {
+    let out = demo_run(&["list", "--status", "--tools"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("list_status_tools", out.stdout);
+    // Logs below WARN stay silent; piped, there is no progress indicator.
+    assert_eq!(out.stderr, "");
+    let plain = demo_run(&["list"]);
+    insta::assert_snapshot!("list", plain.stdout);
+}
+
+#[test]
+fn list_json() {
+    let out = demo_run(&["list", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("list_json", pretty(&out.json()));
+}
+
+#[test]
+fn search_human_json_and_nothing_found() {
+    let out = demo_run(&["search", "read a file", "--limit", "3"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("search", out.stdout);
+    // Global options after the subcommand too.
+    let json = run(&[
+        "search",
+        "echo",
+        "--json",
+        "--limit",
+        "2",
+        "--config",
+        demo().to_str().unwrap(),
+    ]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    insta::assert_snapshot!("search_json", pretty(&json.json()));
+    let none = demo_run(&["search", "zzqqxx"]);
+    assert_eq!(none.code, 2);
+    insta::assert_snapshot!("search_none", none.stdout);
+    let bad = demo_run(&["search", "x", "--limit", "0"]);
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(bad.stderr.starts_with("error: VALIDATION_ERROR: "), "{}", bad.stderr);
+}
+
+#[test]
+fn tools_of_a_server() {
+    let out = demo_run(&["tools", "filesystem", "--all", "--tags"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("tools_all_tags", out.stdout);
+    let enabled = demo_run(&["tools", "memory", "--json"]);
+    assert_eq!(enabled.code, 0);
+    insta::assert_snapshot!("tools_json", pretty(&enabled.json()));
+    let unknown = demo_run(&["tools", "filesytem"]);
+    assert_eq!(unknown.code, 2);
+    insta::assert_snapshot!("tools_unknown_server", unknown.stderr);
+}
+
+#[test]
+fn inspect_a_tool_with_examples() {
+    let out = demo_run(&["inspect", "filesystem", "read_text_file", "--examples"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("inspect_examples", out.stdout);
+    let json = demo_run(&["inspect", "everything", "echo", "--examples", "--json"]);
+    assert_eq!(json.code, 0);
+    insta::assert_snapshot!("inspect_json", pretty(&json.json()));
+    let disabled = demo_run(&["inspect", "memory", "delete_entities"]);
+    assert_eq!(disabled.code, 0);
+    assert!(disabled.stdout.contains("Disabled by toolRules"), "{}", disabled.stdout);
+    let missing = demo_run(&["inspect", "everything", "ecko"]);
+    assert_eq!(missing.code, 2);
+    insta::assert_snapshot!("inspect_unknown_tool", missing.stderr);
+    assert_eq!(demo_run(&["inspect", "nope", "echo"]).code, 2);
+}
+
+#[test]
+fn execute_succeeds_with_exit_0() {
+    let out = demo_run(&["execute", "everything", "echo", "--args", r#"{"message":"hi"}"#]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    insta::assert_snapshot!("execute_ok", out.stdout);
+    let json = demo_run(&[
+        "execute",
+        "everything",
+        "echo",
+        "--args",
+        r#"{"message":"hi"}"#,
+        "--json",
+    ]);
+    assert_eq!(json.code, 0);
+    insta::assert_snapshot!("execute_json", pretty(&json.json()));
+}
+
+#[test]
+fn execute_reads_arguments_from_stdin_and_files() {
+    let config = demo();
+    let config = config.to_str().unwrap();
+    let stdin = run_with(
+        &["--config", config, "execute", "everything", "echo", "-", "--json"],
+        Some(r#"{"message":"from stdin"}"#),
+    );
+    assert_eq!(stdin.code, 0, "{}", stdin.stderr);
+    assert_eq!(stdin.json()["result"]["content"][0]["text"], "Echo: from stdin");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("args.json");
+    std::fs::write(&file, r#"{"message":"from a file"}"#).unwrap();
+    let from_file = demo_run(&[
+        "execute",
+        "everything",
+        "echo",
+        "--args-file",
+        file.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(from_file.json()["result"]["content"][0]["text"], "Echo: from a file");
+}
+
+#[test]
+fn execute_invalid_arguments_exit_1() {
+    let bad_json = demo_run(&["execute", "everything", "echo", "--args", r#"{"message":"#]);
+    assert_eq!(bad_json.code, 1);
+    insta::assert_snapshot!("execute_bad_json", bad_json.stderr);
+    let schema = demo_run(&["execute", "everything", "echo", "--args", r#"{"message":5}"#]);
+    assert_eq!(schema.code, 1);
+    insta::assert_snapshot!("execute_schema_rejects", schema.stderr);
+    let json = demo_run(&["execute", "everything", "echo", "--args", "{}", "--json"]);
+    assert_eq!(json.code, 1);
+    assert_eq!(json.json()["error"]["code"], "VALIDATION_ERROR");
+    assert_eq!(json.json()["success"], false);
+}
+
+#[test]
+fn execute_not_found_exit_2_with_suggestions() {
+    let out = demo_run(&["execute", "everything", "ecko"]);
+    assert_eq!(out.code, 2);
+    insta::assert_snapshot!("execute_not_found", out.stderr);
+    assert_eq!(demo_run(&["execute", "evrything", "echo"]).code, 2);
+}
+
+#[test]
+fn execute_failure_exit_3_includes_the_servers_is_error() {
+    let out = demo_run(&[
+        "execute",
+        "filesystem",
+        "read_text_file",
+        "--args",
+        r#"{"path":"/etc/hostname"}"#,
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    insta::assert_snapshot!("execute_is_error", out.stdout);
+    let json = demo_run(&[
+        "execute",
+        "filesystem",
+        "read_text_file",
+        "--args",
+        r#"{"path":"/etc/hostname"}"#,
+        "--json",
+    ]);
+    assert_eq!(json.code, 3);
+    assert_eq!(json.json()["success"], false);
+    assert_eq!(json.json()["result"]["isError"], true);
+}
+
+#[test]
+fn execute_timeout_exit_3() {
+    let out = demo_run(&[
+        "execute",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration":5,"steps":5}"#,
+        "--timeout",
+        "300",
+    ]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(out.stderr.contains("Code: TOOL_EXECUTION_TIMEOUT"), "{}", out.stderr);
+}
+
+#[test]
+fn execute_disabled_by_tool_rules_exit_4() {
+    let out = demo_run(&[
+        "execute",
+        "filesystem",
+        "write_file",
+        "--args",
+        r#"{"path":"x","content":"y"}"#,
+    ]);
+    assert_eq!(out.code, 4);
+    insta::assert_snapshot!("execute_disabled", out.stderr);
+    assert!(!repo().join("examples/files/x").exists());
+}
+
+#[test]
+fn execute_stream_prints_progress_as_it_arrives() {
+    let out = demo_run(&[
+        "execute",
+        "everything",
+        "trigger-long-running-operation",
+        "--args",
+        r#"{"duration":1,"steps":3}"#,
+        "--stream",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("progress ")).collect();
+    assert_eq!(
+        lines,
+        ["progress 1/3", "progress 2/3", "progress 3/3"],
+        "{}",
+        out.stderr
+    );
+}
+
+/// A config serving our fault server (`__test__/fixtures/fault-server.mjs`) as `slow`, which
+/// appends each cancellation it sees to `events`.
+fn fault_config(dir: &Path, events: &Path) -> PathBuf {
+    let path = dir.join("fault.json");
+    let server = repo().join("__test__/fixtures/fault-server.mjs");
+    let text = serde_json::json!({ "discovery": { "servers": [
+        { "name": "slow", "connection": { "command": "node",
+          "args": [server.to_str().unwrap(), "--event-log", events.to_str().unwrap()] } }
+    ]}});
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_cancels_the_call_downstream_and_exits_130() {
+    let scratch = tempfile::tempdir().unwrap();
+    let events = scratch.path().join("events.log");
+    let config = fault_config(scratch.path(), &events);
+    let mut child = command(scratch.path())
+        .args(["--config", config.to_str().unwrap()])
+        .args(["execute", "slow", "progress", "--stream"])
+        .args(["--args", r#"{"steps":500,"intervalMs":20}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("progress ") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "ended before any progress");
+    }
+    assert!(line.starts_with("progress 1/500 step 1"), "{line}");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let sent = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(sent.elapsed() < Duration::from_secs(5), "took {:?}", sent.elapsed());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(rest.contains("interrupted"), "{rest}");
+    // The server saw `notifications/cancelled` for the call before its session closed.
+    assert_eq!(
+        std::fs::read_to_string(&events).unwrap_or_default(),
+        "progress:cancelled\n"
+    );
+}
+
+/// A config with an env reference, a literal secret and a header, for the masking tests.
+fn secret_config(dir: &Path) -> PathBuf {
+    let path = dir.join("secrets.json");
+    let text = serde_json::json!({ "discovery": {
+        "servers": [
+            { "name": "gh", "connection": { "command": "node", "args": ["server.js", "--token=ghp_literalsecret1234567890"],
+              "env": { "GITHUB_TOKEN": "${GITHUB_TOKEN}", "API_KEY": "sk-literal-value-0123456789" } } },
+            { "name": "remote", "connection": { "type": "http", "url": "https://api.example.com/mcp?api_key=querysecret987",
+              "headers": { "Authorization": "Bearer headersecret555" } } }
+        ],
+        "toolRules": [ { "pattern": ["*delete*"], "enabled": false, "tags": ["dangerous"] } ]
+    }});
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn config_show_masks_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = secret_config(dir.path());
+    let config = config.to_str().unwrap();
+    let human = run(&["config", "show", "--config", config]);
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    let json = run(&["config", "show", "--config", config, "--json"]);
+    assert_eq!(json.code, 0);
+    for text in [&human.stdout, &json.stdout] {
+        for secret in [
+            "ghp_literalsecret",
+            "sk-literal-value",
+            "querysecret987",
+            "headersecret555",
+        ] {
+            assert!(!text.contains(secret), "{secret} leaked in\n{text}");
+        }
+        assert!(text.contains("${GITHUB_TOKEN}"), "{text}");
+        assert!(text.contains("***"), "{text}");
+    }
+    insta::assert_snapshot!(
+        "config_show_masked",
+        human.stdout.replace(dir.path().to_str().unwrap(), "[TMP]")
+    );
+    assert_eq!(
+        json.json()["discovery"]["servers"][0]["connection"]["env"]["API_KEY"],
+        "***"
+    );
+}
+
+#[test]
+fn config_show_validate_sources_path_on_the_demo() {
+    let show = demo_run(&["config", "show"]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    insta::assert_snapshot!("config_show", show.stdout);
+    let validate = demo_run(&["config", "validate"]);
+    assert_eq!(validate.code, 0);
+    insta::assert_snapshot!("config_validate", validate.stdout);
+    let validate = demo_run(&["config", "validate", "--json"]);
+    insta::assert_snapshot!("config_validate_json", pretty(&validate.json()));
+    let path = demo_run(&["config", "path", "--json"]);
+    assert_eq!(path.code, 0);
+    insta::assert_snapshot!("config_path_json", pretty(&path.json()));
+    let sources = demo_run(&["config", "sources", "--json"]);
+    assert_eq!(sources.code, 0);
+    assert_eq!(sources.json()["files"], serde_json::json!([]));
+}
+
+#[test]
+fn zero_config_path_and_sources_name_every_place() {
+    // The scratch home holds one Claude Desktop config and nothing else.
+    let scratch = tempfile::tempdir().unwrap();
+    let project = scratch.path().join("project");
+    let claude = scratch.path().join("home/.config/Claude");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::write(
+        claude.join("claude_desktop_config.json"),
+        r#"{"mcpServers":{"echoer":{"command":"node","args":["x.js"]}}}"#,
+    )
+    .unwrap();
+    let run_here = |args: &[&str]| {
+        let out = command(scratch.path())
+            .current_dir(&project)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout)
+            .unwrap()
+            .replace(scratch.path().to_str().unwrap(), "[TMP]");
+        (out.status.code().unwrap(), text)
+    };
+    let (code, path) = run_here(&["config", "path"]);
+    assert_eq!(code, 0);
+    insta::assert_snapshot!("config_path_zero", path);
+    let (code, sources) = run_here(&["config", "sources", "--json"]);
+    assert_eq!(code, 0);
+    let sources: Value = serde_json::from_str(&sources).unwrap();
+    let found: Vec<&str> = sources["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["found"] == true)
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(found, ["[TMP]/home/.config/Claude/claude_desktop_config.json"]);
+    let (_, human) = run_here(&["config", "sources"]);
+    assert!(
+        human.contains("✓ [TMP]/home/.config/Claude/claude_desktop_config.json"),
+        "{human}"
+    );
+    assert!(human.contains("1 server (echoer)"), "{human}");
+}
+
+#[test]
+fn configuration_errors_exit_2_and_bad_arguments_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"discovery":{"toolRules":[{"pattern":["/(/"]}]}}"#).unwrap();
+    let bad = bad.to_str().unwrap();
+    for command in [
+        &["list"][..],
+        &["config", "show"],
+        &["config", "validate"],
+        &["search", "x"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--config", bad]);
+        let out = run(&args);
+        assert_eq!(out.code, 2, "{command:?}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("discovery.toolRules[0].pattern[0]: invalid pattern"),
+            "{}",
+            out.stderr
+        );
+    }
+    let json = run(&["config", "validate", "--json", "--config", bad]);
+    assert_eq!(json.code, 2);
+    assert_eq!(json.json()["valid"], false);
+    assert_eq!(json.json()["error"]["code"], "CONFIGURATION_ERROR");
+    // Bad arguments: an unknown flag, a missing argument, an invalid log level.
+    assert_eq!(run(&["list", "--bogus"]).code, 1);
+    assert_eq!(run(&["tools"]).code, 1);
+    let level = run(&["list", "--log-level", "verbose"]);
+    assert_eq!(level.code, 1);
+    assert!(
+        level.stderr.contains("`verbose` is neither a level"),
+        "{}",
+        level.stderr
+    );
+}
+
+#[test]
+fn help_has_examples_and_version_prints() {
+    let help = run(&["--help"]);
+    assert_eq!(help.code, 0);
+    assert!(
+        help.stdout.contains("Examples:\n  anygpt-discovery "),
+        "{}",
+        help.stdout
+    );
+    assert!(help.stdout.contains("Exit codes: 0 ok"), "{}", help.stdout);
+    let version = run(&["--version"]);
+    assert_eq!(
+        version.stdout,
+        format!("anygpt-discovery {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn bash_completions_load_in_bash() {
+    let bin = env!("CARGO_BIN_EXE_anygpt-discovery");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "source <('{bin}' completions bash) && complete -p anygpt-discovery"
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("anygpt-discovery"));
+    for shell in ["zsh", "fish", "powershell"] {
+        let out = run(&["completions", shell]);
+        assert_eq!(out.code, 0);
+        assert!(out.stdout.contains("anygpt-discovery"), "{shell}");
+    }
+}
+
+/// Runs `args` under a pseudo-terminal (`script`, util-linux) and returns everything the
+/// terminal showed.
+#[cfg(target_os = "linux")]
+fn on_a_terminal(args: &[&str], env: &[(&str, &str)]) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let bin = env!("CARGO_BIN_EXE_anygpt-discovery");
+    let line = std::iter::once(bin)
+        .chain(args.iter().copied())
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut script = Command::new("script");
+    script
+        .current_dir(repo())
+        .env("ANYGPT_DISCOVERY_CACHE_DIR", scratch.path().join("cache"))
+        .env("ANYGPT_DISCOVERY_STATE_DIR", scratch.path().join("state"))
+        .env("TERM", "xterm-256color")
+        .env_remove("NO_COLOR")
+        .env_remove("FORCE_COLOR")
+        .env_remove("COLUMNS");
+    for (k, v) in env {
+        script.env(k, v);
+    }
+    let out = script
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn colours_and_progress_on_a_terminal_only() {
+    let config = demo();
+    let args = ["--config", config.to_str().unwrap(), "search", "echo", "--limit", "1"];
+    let tty = on_a_terminal(&args, &[]);
+    assert!(tty.contains("\u{1b}["), "no colour on a terminal:\n{tty:?}");
+    // The indicator ends with one line per server.
+    assert!(tty.contains("everything 13 tools"), "{tty:?}");
+    assert!(tty.contains("filesystem 14 tools"), "{tty:?}");
+
+    let no_color = on_a_terminal(&args, &[("NO_COLOR", "1")]);
+    assert!(!no_color.contains('\u{1b}'), "{no_color:?}");
+    assert!(!no_color.contains("everything 13 tools"), "{no_color:?}");
+    assert!(no_color.contains("1. everything:echo"), "{no_color:?}");
+
+    let piped = demo_run(&["search", "echo", "--limit", "1"]);
+    assert!(!piped.stdout.contains('\u{1b}') && !piped.stderr.contains('\u{1b}'));
+    assert!(!piped.stderr.contains("13 tools"), "{}", piped.stderr);
+
+    let scratch = tempfile::tempdir().unwrap();
+    let forced = command(scratch.path())
+        .args(args)
+        .env("FORCE_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&forced.stdout).contains("\u{1b}["),
+        "FORCE_COLOR colours a pipe"
+    );
+}
