@@ -321,11 +321,23 @@ fn name_hashes(list: &[ToolEntry]) -> HashMap<&str, u64> {
     hashes
 }
 
-/// Hash of everything a server says about a tool.
+/// Hash of everything a server says about a tool: FNV-1a of its JSON text, fed as it is
+/// written (no buffer: thousands of tools are hashed at every start).
 #[must_use]
 pub fn content_hash(tool: &Tool) -> u64 {
-    let bytes = serde_json::to_vec(tool).expect("a tool serializes: it was deserialized from JSON");
-    snapshot::fnv1a(&bytes)
+    struct Fnv(u64);
+    impl std::io::Write for Fnv {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 = snapshot::fnv1a_from(self.0, bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut hash = Fnv(snapshot::fnv1a(b""));
+    serde_json::to_writer(&mut hash, tool).expect("a tool serializes: it was deserialized from JSON");
+    hash.0
 }
 
 /// First sentence of a description, whitespace collapsed, at most [`SUMMARY_MAX_CHARS`].
@@ -451,6 +463,12 @@ mod tests {
         let (entries, anew) = Catalog::entries_checked("s", changed, &rules, &checks);
         assert_eq!(anew, 1);
         assert_eq!(entries[0].warnings[0].flag, Flag::Instruction);
+    }
+
+    #[test]
+    fn the_content_hash_is_of_the_tools_json_text() {
+        let t = tool("a", "b");
+        assert_eq!(content_hash(&t), snapshot::fnv1a(&serde_json::to_vec(&t).unwrap()));
     }
 
     #[test]

@@ -46,14 +46,14 @@ struct StoredChecks {
     tools: Vec<StoredCheck>,
 }
 
-/// One tool's findings. Hashes in hex, as pins keep them.
+/// One tool's findings. Hashes as plain numbers: read without an allocation each.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct StoredCheck {
     /// The content hash of the tool these findings are of.
-    hash: String,
-    description: String,
-    schema: String,
+    hash: u64,
+    description: u64,
+    schema: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     warnings: Vec<StoredWarning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -70,9 +70,9 @@ struct StoredWarning {
 impl StoredCheck {
     fn new((hash, checked): &(u64, Checked)) -> Self {
         Self {
-            hash: format!("{hash:016x}"),
-            description: format!("{:016x}", checked.fingerprint.description),
-            schema: format!("{:016x}", checked.fingerprint.schema),
+            hash: *hash,
+            description: checked.fingerprint.description,
+            schema: checked.fingerprint.schema,
             warnings: checked
                 .warnings
                 .iter()
@@ -88,7 +88,6 @@ impl StoredCheck {
 
     /// Back to findings; `None` if anything in it is not as this gateway writes it.
     fn read(self) -> Option<(u64, Checked)> {
-        let hex = |text: &str| u64::from_str_radix(text, 16).ok();
         let warnings = self
             .warnings
             .into_iter()
@@ -101,11 +100,11 @@ impl StoredCheck {
             })
             .collect::<Option<Vec<_>>>()?;
         Some((
-            hex(&self.hash)?,
+            self.hash,
             Checked {
                 fingerprint: Fingerprint {
-                    description: hex(&self.description)?,
-                    schema: hex(&self.schema)?,
+                    description: self.description,
+                    schema: self.schema,
                 },
                 warnings,
                 cleaned: self.cleaned,
