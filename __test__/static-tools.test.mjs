@@ -7,15 +7,33 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { call, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
 
+// Pins live beside the snapshots: keep this process's (the Node API's) away from the user's cache.
+process.env.ANYGPT_DISCOVERY_CACHE_DIR = tempDir('anygpt-discovery-cache-');
+process.env.ANYGPT_DISCOVERY_STATE_DIR = tempDir('anygpt-discovery-state-');
+const { DiscoveryEngine } = await import('../index.js');
+
 const fixture = join(root, '__test__/fixtures/fault-server.mjs');
 
-/** A gateway whose only source is a custom YAML file holding `yaml` (its `servers:` body). */
-function gatewayWithCustom(yaml) {
-  const dir = tempDir();
-  const file = join(dir, 'servers.yaml');
+/** A config whose only source is a custom YAML file holding `yaml` (its `servers:` body). */
+function customConfig(yaml) {
+  const file = join(tempDir(), 'servers.yaml');
   writeFileSync(file, `servers:\n${yaml}`);
-  return startGateway(writeConfig({ discovery: { sources: [{ type: 'custom', path: file }] } }, dir));
+  return { discovery: { sources: [{ type: 'custom', path: file }] } };
 }
+
+function gatewayWithCustom(yaml) {
+  return startGateway(writeConfig(customConfig(yaml)));
+}
+
+const fixtureWithStaticEcho = `
+  fixture:
+    connection:
+      command: ${JSON.stringify(process.execPath)}
+      args: [${JSON.stringify(fixture)}]
+    tools:
+      - { name: echo, description: Declared echo. }
+      - { name: declared_only, description: Not a tool the server has. }
+`;
 
 const names = (body) => body.tools.map((t) => t.name);
 
@@ -67,15 +85,7 @@ describe('static tools of a custom source', () => {
   });
 
   test('once the server connects, the list it reports replaces the static tools', async () => {
-    const gateway = await gatewayWithCustom(`
-  fixture:
-    connection:
-      command: ${JSON.stringify(process.execPath)}
-      args: [${JSON.stringify(fixture)}]
-    tools:
-      - { name: echo, description: Declared echo. }
-      - { name: declared_only, description: Not a tool the server has. }
-`);
+    const gateway = await gatewayWithCustom(fixtureWithStaticEcho);
     try {
       const before = await call(gateway.client, 'get_tool_details', { server: 'fixture', tool: 'echo' });
       assert.equal(before.body.description, 'Declared echo.');
@@ -91,6 +101,18 @@ describe('static tools of a custom source', () => {
       assert.equal(after.body.description, 'Echo a message back.');
     } finally {
       await gateway.client.close();
+    }
+  });
+
+  test('trusting a server known only by its static tools trusts what the server reports', async () => {
+    const engine = new DiscoveryEngine(customConfig(fixtureWithStaticEcho));
+    try {
+      assert.deepEqual((await engine.listTools('fixture')).map((t) => t.name), ['echo', 'declared_only']);
+      const trusted = await engine.trustTools('fixture');
+      assert.ok(trusted.includes('count') && trusted.includes('echo'), trusted.join(','));
+      assert.ok(!trusted.includes('declared_only'), trusted.join(','));
+    } finally {
+      await engine.close();
     }
   });
 });

@@ -92,6 +92,15 @@ impl State {
     /// `CONFIGURATION_ERROR` when pins are off (no cache) or cannot be written.
     pub(super) async fn trust(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
         let handle = self.server(server)?;
+        // Declared tools are not what the server would run: what it reports is what gets
+        // trusted, so it is started (and waited for, as a first start) before anything is.
+        let declared = self
+            .read_catalog()
+            .server_tools(server)
+            .is_some_and(|tools| tools.iter().any(|t| t.declared));
+        if declared {
+            handle.start();
+        }
         match tool {
             Some(tool) => self.find_tool(handle, tool).await.map(|_| ())?,
             None => self.with_server_tools(handle, |_| ()).await?,
