@@ -59,6 +59,9 @@ const STABLE_SESSION: Duration = Duration::from_secs(10);
 /// A write blocked this long (or half the call's timeout, if shorter) when the call times out
 /// means the server stopped reading its input.
 const WEDGED_AFTER: Duration = Duration::from_secs(1);
+/// How long a session that ended by itself is given to finish its stderr before the reason
+/// for its end is taken.
+const LAST_WORDS: Duration = Duration::from_millis(30);
 /// How long closing waits for starts in flight to end their processes.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
@@ -851,7 +854,11 @@ async fn watch_session<C: Connector>(
         };
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}
-            () = &mut ended => return session_ended(&handle, &session),
+            () = &mut ended => {
+                // Let the stderr reader record the process's last words for the reason.
+                tokio::time::sleep(LAST_WORDS).await;
+                return session_ended(&handle, &session);
+            }
             () = shutdown.cancelled() => return,
         }
         let Some(handle) = handle.upgrade() else { return };

@@ -290,14 +290,15 @@ async fn a_session_that_ends_while_idle_leaves_ready_at_once_and_restarts_by_the
     handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(handle.state(), ServerState::Ready);
-    // No call comes: the watcher sees the end and starts again at once (a first short end),
+    // No call comes: the watcher sees the end (within the fake's 10 ms poll and the 30 ms
+    // left for the process's last words) and starts again at once (a first short end),
     // showing why the last session ended meanwhile.
     let mut states = handle.state.subscribe();
     crash(&handle);
     let crashed = Instant::now();
     states.wait_for(|s| *s != ServerState::Ready).await.unwrap();
     assert!(
-        crashed.elapsed() <= Duration::from_millis(20),
+        crashed.elapsed() <= Duration::from_millis(50),
         "{:?}",
         crashed.elapsed()
     );
@@ -314,7 +315,7 @@ async fn a_session_that_ends_while_idle_leaves_ready_at_once_and_restarts_by_the
     assert_eq!(s.ended.load(Ordering::SeqCst), 1, "the ended session was closed");
     // It ends soon again: now it backs off, with the reason, and no start before the wait.
     crash(&handle);
-    settle().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     let ServerState::Backoff { reason, until } = handle.state() else {
         panic!("{:?}", handle.state())
     };
