@@ -408,6 +408,46 @@ describe('supervisor', () => {
     }
   });
 
+  test('a server that crashes while idle leaves `connected` without any call, and restarts by the policy', async () => {
+    const log = join(tempDir(), 'spawns');
+    const gateway = await gatewayWith([faultServer('idler', ['--spawn-log', log, '--exit-after-ms', '600'])]);
+    const status = async () => {
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      return body.servers.find((s) => s.name === 'idler');
+    };
+    try {
+      // Only list_mcp_servers from here on: nothing calls the server.
+      let seen = await status();
+      for (let i = 0; seen.status !== 'connected' && i < 200; i += 1) {
+        await new Promise((r) => setTimeout(r, 25));
+        seen = await status();
+      }
+      assert.equal(seen.status, 'connected', JSON.stringify(seen));
+      const connectedAt = performance.now();
+      while (seen.status === 'connected' && performance.now() - connectedAt < 5000) {
+        await new Promise((r) => setTimeout(r, 25));
+        seen = await status();
+      }
+      const after = performance.now() - connectedAt;
+      // It exits 600 ms after its handshake; before, it showed `connected` until a call.
+      assert.notEqual(seen.status, 'connected', `still connected after ${Math.round(after)} ms`);
+      assert.ok(after < 2000, `left connected after ${Math.round(after)} ms`);
+      // The first end restarts at once; the next, as soon, backs off with the exit reason.
+      let backoff = seen;
+      const until = performance.now() + 5000;
+      while (!(backoff.status === 'error' && /next attempt in/.test(backoff.error ?? '')) && performance.now() < until) {
+        await new Promise((r) => setTimeout(r, 25));
+        backoff = await status();
+      }
+      assert.equal(backoff.status, 'error', JSON.stringify(backoff));
+      assert.match(backoff.error, /exit status: 5/);
+      assert.match(backoff.error, /next attempt in \d+ s/);
+      assert.ok(spawns(log) >= 2, `${spawns(log)} starts`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('a server paging tools/list without end fails its start at once, naming why', async () => {
     const gateway = await gatewayWith([faultServer('pager', ['--endless-pages']), faultServer('fine')]);
     try {

@@ -5,13 +5,19 @@
 //
 //   npm run build            # or: cargo build --release --bin anygpt-discovery --target <triple>
 //   node bench/startup.mjs [--runs 15] [--catalog ../shared/data/catalogs/combined.jsonl]
-//                          [--binary PATH] [--compare PATH]
+//                          [--binary PATH] [--compare PATH] [--cold]
 //
 // The snapshots are written here in the gateway's own format (`src/catalog/snapshot.rs`: file
 // name and fingerprint from the launch spec and the gateway version), so no server ever starts:
 // each is `sleep 600`, never spawned while its snapshot is fresh. The client speaks raw JSON
 // lines (no SDK) so that only the gateway is timed. Runs alternate between the setups (and
 // the builds, with --compare) so machine noise hits all alike; medians are reported.
+//
+// A snapshot the gateway writes itself also holds what its trust checks found in each tool,
+// so a start reuses that instead of checking thousands of tools again. The snapshots written
+// here have none: the warm-up start of each setup is left running for a moment so the gateway
+// stores its findings, as it would have when it listed the servers. `--cold` rewrites the
+// snapshots without findings before every start instead (the checks run on every start).
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +34,9 @@ const RUNS = Number(option('--runs', 15));
 const catalogPath = option('--catalog', join(root, '../shared/data/catalogs/combined.jsonl'));
 const binary = option('--binary', join(root, 'target', hostTriple(), 'release/anygpt-discovery'));
 const compare = option('--compare');
+const cold = process.argv.includes('--cold');
+/** How long the warm-up start runs on after its search, to store the checks' findings. */
+const SETTLE_MS = 1500;
 if (!existsSync(binary)) throw new Error(`${binary} is missing: run \`npm run build\` first`);
 function byServer() {
   const servers = new Map();
@@ -45,21 +54,22 @@ function setup(toolLists) {
   const dir = mkdtempSync(join(tmpdir(), 'anygpt-startup-'));
   const cache = join(dir, 'cache');
   mkdirSync(join(cache, 'catalog'), { recursive: true });
-  const servers = toolLists.map((tools, i) => {
-    const name = `s${i}`;
-    // Field order and defaults as the gateway serializes a ConnectionSpec.
-    const connection = { type: 'stdio', command: 'sleep', args: ['600'] };
-    writeSnapshot(cache, name, connection, tools);
-    return { name, connection: { command: 'sleep', args: ['600'] } };
-  });
+  // Field order and defaults as the gateway serializes a ConnectionSpec.
+  const connection = { type: 'stdio', command: 'sleep', args: ['600'] };
+  const writeSnapshots = () => toolLists.forEach((tools, i) => writeSnapshot(cache, `s${i}`, connection, tools));
+  writeSnapshots();
+  const servers = toolLists.map((_, i) => ({ name: `s${i}`, connection: { command: 'sleep', args: ['600'] } }));
   const config = join(dir, 'config.json');
   writeFileSync(config, JSON.stringify({ discovery: { audit: { enabled: false }, servers } }));
   const last = toolLists.at(-1).at(-1).name;
-  return { config, cache, query: last, servers: toolLists.length, tools: toolLists.flat().length };
+  return { config, cache, query: last, servers: toolLists.length, tools: toolLists.flat().length, writeSnapshots };
 }
 
-/** One start: ms from spawn to the `initialize` answer and to the first search answer. */
-function start(bin, { config, cache, query }) {
+/**
+ * One start: ms from spawn to the `initialize` answer and to the first search answer. The
+ * gateway is ended at once after its search, or `settleMs` later.
+ */
+function start(bin, { config, cache, query }, settleMs = 0) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(bin, ['--config', config], {
@@ -82,8 +92,10 @@ function start(bin, { config, cache, query }) {
           times.search = performance.now() - t0;
           const body = JSON.parse(message.result.content[0].text);
           if (body.results?.[0]?.tool !== query) reject(new Error(`search missed ${query}: ${message.result.content[0].text.slice(0, 200)}`));
-          child.kill('SIGTERM');
-          resolve(times);
+          setTimeout(() => {
+            child.kill('SIGTERM');
+            resolve(times);
+          }, settleMs);
         }
       }
     });
@@ -104,8 +116,9 @@ const results = new Map();
 for (let run = 0; run < RUNS + 1; run++) {
   for (const [label, bin] of builds) {
     for (const s of setups) {
-      const times = await start(bin, s);
-      if (run === 0) continue; // warm-up: page cache, first exec
+      if (cold) s.writeSnapshots();
+      const times = await start(bin, s, run === 0 && !cold ? SETTLE_MS : 0);
+      if (run === 0) continue; // warm-up: page cache, first exec, the checks' findings stored
       const key = `${label}|${s.servers}`;
       if (!results.has(key)) results.set(key, { initialize: [], search: [] });
       results.get(key).initialize.push(times.initialize);
@@ -123,4 +136,4 @@ for (const [label] of builds) {
     console.log(`| ${label} | ${s.servers} (${s.tools}) | ${init.toFixed(1)} | ${search.toFixed(1)} | ${(search - init).toFixed(1)} |`);
   }
 }
-console.log(`\nmedian of ${RUNS} starts each; ${binary}${compare ? ` vs ${compare}` : ''}`);
+console.log(`\nmedian of ${RUNS} starts each${cold ? ', snapshots without stored findings (--cold)' : ''}; ${binary}${compare ? ` vs ${compare}` : ''}`);

@@ -6,6 +6,12 @@
 //! different file, so a stale list is never served for a changed server. Files are written
 //! atomically; a file that does not parse, or whose header does not match, is ignored with a
 //! warning.
+//!
+//! Beside the tools, a snapshot keeps what the trust checks found in each ([`Checked`],
+//! keyed by content hash and the checks' version), so a start served from snapshots does not
+//! scan every tool again. Files without them (older, or written by hand) still load; the
+//! checks then run, and the gateway may store their findings back ([`SnapshotStore::save`]
+//! with the file's own `saved_at_ms`).
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,6 +20,8 @@ use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ServerSpec;
+use crate::trust::pins::Fingerprint;
+use crate::trust::{checks_version, Checked, Flag, Warning};
 
 const FORMAT: u32 = 1;
 
@@ -27,13 +35,93 @@ struct SnapshotFile {
     fingerprint: String,
     saved_at_ms: u64,
     tools: Vec<Tool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checks: Option<StoredChecks>,
 }
 
-/// A snapshot read back: the tools and how old they are.
+/// What the trust checks found, one entry per tool in `tools`' order.
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredChecks {
+    version: String,
+    tools: Vec<StoredCheck>,
+}
+
+/// One tool's findings. Hashes as plain numbers: read without an allocation each.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredCheck {
+    /// The content hash of the tool these findings are of.
+    hash: u64,
+    description: u64,
+    schema: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<StoredWarning>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cleaned: Option<Tool>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct StoredWarning {
+    flag: String,
+    field: String,
+    detail: String,
+}
+
+impl StoredCheck {
+    fn new((hash, checked): &(u64, Checked)) -> Self {
+        Self {
+            hash: *hash,
+            description: checked.fingerprint.description,
+            schema: checked.fingerprint.schema,
+            warnings: checked
+                .warnings
+                .iter()
+                .map(|w| StoredWarning {
+                    flag: w.flag.as_str().to_owned(),
+                    field: w.field.clone(),
+                    detail: w.detail.clone(),
+                })
+                .collect(),
+            cleaned: checked.cleaned.clone(),
+        }
+    }
+
+    /// Back to findings; `None` if anything in it is not as this gateway writes it.
+    fn read(self) -> Option<(u64, Checked)> {
+        let warnings = self
+            .warnings
+            .into_iter()
+            .map(|w| {
+                Some(Warning {
+                    flag: Flag::from_name(&w.flag)?,
+                    field: w.field,
+                    detail: w.detail,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some((
+            self.hash,
+            Checked {
+                fingerprint: Fingerprint {
+                    description: self.description,
+                    schema: self.schema,
+                },
+                warnings,
+                cleaned: self.cleaned,
+            },
+        ))
+    }
+}
+
+/// A snapshot read back: the tools, how old they are, and the checks' findings if they were
+/// stored by this version of the checks.
 #[derive(Debug)]
 pub struct Snapshot {
     pub tools: Vec<Tool>,
     pub age: Duration,
+    pub saved_at_ms: u64,
+    /// One per tool, in order; `None` when missing, of another version, or malformed.
+    pub checks: Option<Vec<(u64, Checked)>>,
 }
 
 /// The snapshot folder of one gateway.
@@ -77,8 +165,10 @@ impl SnapshotStore {
         let bytes = std::fs::read(&path).ok()?;
         match parse(&bytes, spec) {
             Ok(file) => Some(Snapshot {
+                checks: file.checks.and_then(|checks| read_checks(checks, file.tools.len())),
                 tools: file.tools,
                 age: age(file.saved_at_ms, SystemTime::now()),
+                saved_at_ms: file.saved_at_ms,
             }),
             Err(reason) => {
                 tracing::warn!(server = %spec.name, path = %path.display(), %reason, "ignoring catalog snapshot");
@@ -87,15 +177,22 @@ impl SnapshotStore {
         }
     }
 
-    /// Store `tools` for `spec`. Failures are logged, never fatal: the snapshot is a cache.
-    pub fn save(&self, spec: &ServerSpec, tools: &[Tool]) {
+    /// Store `tools` for `spec`, with what the checks found in each (`checks[i]` for
+    /// `tools[i]`; left out unless there is one per tool), as listed at `saved_at_ms` (now if
+    /// `None`). Failures are logged, never fatal: the snapshot is a cache.
+    pub fn save(&self, spec: &ServerSpec, tools: &[Tool], checks: Option<&[(u64, Checked)]>, saved_at_ms: Option<u64>) {
+        let checks = checks.filter(|c| c.len() == tools.len()).map(|checks| StoredChecks {
+            version: checks_version(),
+            tools: checks.iter().map(StoredCheck::new).collect(),
+        });
         let file = SnapshotFile {
             format: FORMAT,
             gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
             server: spec.name.clone(),
             fingerprint: fingerprint(spec),
-            saved_at_ms: now_ms(),
+            saved_at_ms: saved_at_ms.unwrap_or_else(now_ms),
             tools: tools.to_vec(),
+            checks,
         };
         let path = self.path(spec);
         // Tools arrive scrubbed; this catches a secret registered since (another server's).
@@ -109,6 +206,14 @@ impl SnapshotStore {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }
     }
+}
+
+/// Stored findings, if they are of this version of the checks and one per tool.
+fn read_checks(checks: StoredChecks, tools: usize) -> Option<Vec<(u64, Checked)>> {
+    if checks.version != checks_version() || checks.tools.len() != tools {
+        return None;
+    }
+    checks.tools.into_iter().map(StoredCheck::read).collect()
 }
 
 /// Why a snapshot file is not used.
@@ -190,7 +295,7 @@ mod tests {
     fn round_trips_tools() {
         let dir = tempfile::tempdir().unwrap();
         let store = SnapshotStore::new(dir.path().to_path_buf());
-        store.save(&spec("node"), &[tool("a"), tool("b")]);
+        store.save(&spec("node"), &[tool("a"), tool("b")], None, None);
         let loaded = store.load(&spec("node")).unwrap();
         assert_eq!(
             loaded.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(),
@@ -203,7 +308,7 @@ mod tests {
     fn a_changed_launch_spec_does_not_see_the_old_snapshot() {
         let dir = tempfile::tempdir().unwrap();
         let store = SnapshotStore::new(dir.path().to_path_buf());
-        store.save(&spec("node"), &[tool("a")]);
+        store.save(&spec("node"), &[tool("a")], None, None);
         assert!(store.load(&spec("python")).is_none());
         assert_ne!(fingerprint(&spec("node")), fingerprint(&spec("python")));
     }
@@ -220,6 +325,42 @@ mod tests {
             "fingerprint": fingerprint(&spec("node")), "savedAtMs": 0, "tools": [] });
         std::fs::write(&path, foreign.to_string()).unwrap();
         assert!(store.load(&spec("node")).is_none());
+    }
+
+    #[test]
+    fn the_checks_findings_round_trip_and_are_dropped_when_of_another_version_or_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path().to_path_buf());
+        let tools = [tool("a"), tool("b")];
+        let flagged = Checked {
+            fingerprint: Fingerprint {
+                description: 1,
+                schema: u64::MAX,
+            },
+            warnings: vec![Warning::new(Flag::Instruction, "description", "quoted")],
+            cleaned: Some(tool("b")),
+        };
+        let clean = Checked {
+            fingerprint: Fingerprint::default(),
+            warnings: vec![],
+            cleaned: None,
+        };
+        let checks = vec![(7, clean), (u64::MAX, flagged)];
+        store.save(&spec("node"), &tools, Some(&checks), Some(1_000));
+        let loaded = store.load(&spec("node")).unwrap();
+        assert_eq!(loaded.checks.as_deref(), Some(&checks[..]));
+        assert_eq!(loaded.saved_at_ms, 1_000, "kept as given");
+        // One finding per tool or none at all.
+        store.save(&spec("node"), &tools, Some(&checks[..1]), None);
+        assert!(store.load(&spec("node")).unwrap().checks.is_none());
+        // Findings of other rules are not reused.
+        store.save(&spec("node"), &tools, Some(&checks), None);
+        let path = store.path(&spec("node"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, text.replace(&checks_version(), "0-other")).unwrap();
+        let loaded = store.load(&spec("node")).unwrap();
+        assert!(loaded.checks.is_none());
+        assert_eq!(loaded.tools.len(), 2, "the tools still load");
     }
 
     #[test]

@@ -206,6 +206,12 @@ pub struct ServerSpec {
     /// How long an unused session stays open; the next call reconnects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
+    /// Tools declared in a custom source's `tools`: indexed without connecting, replaced by
+    /// the list the server reports once it connects. Not part of the launch spec (a snapshot
+    /// or reload never depends on it), nor of our own config format.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub static_tools: Vec<rmcp::model::Tool>,
 }
 
 impl ServerSpec {

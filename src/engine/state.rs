@@ -138,9 +138,12 @@ impl State {
             // Reading and indexing hundreds of snapshots is file I/O and CPU: not on a
             // thread that answers the client.
             tokio::task::spawn_blocking(move || {
-                // Even if reading a snapshot panics, nobody may wait on `indexed` for ever.
-                let _mark = MarkIndexed(&state.indexed);
-                state.load_snapshots();
+                let unchecked = {
+                    // Even if reading a snapshot panics, nobody may wait on `indexed` for ever.
+                    let _mark = MarkIndexed(&state.indexed);
+                    state.load_snapshots()
+                };
+                state.store_checks(unchecked);
             });
             tokio::spawn(apply_events_until_closed(
                 Arc::downgrade(self),
@@ -151,9 +154,11 @@ impl State {
     }
 
     /// Serve every server from its snapshot when there is a fresh one, and start the others.
-    /// One thread reads the files and makes catalog entries while this one indexes them, in
-    /// one batch. The caller marks the catalog indexed however this ends (`MarkIndexed`).
-    fn load_snapshots(&self) {
+    /// One thread reads the files and makes catalog entries (trust reviewed) while this one
+    /// indexes them, in one batch. The caller marks the catalog indexed however this ends
+    /// (`MarkIndexed`). Returns the snapshots that had no stored findings of the checks, for
+    /// [`State::store_checks`].
+    fn load_snapshots(&self) -> Vec<Unchecked> {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
         // Servers a reload carried over keep their tools (and session): nothing to load.
         let carried: std::collections::HashSet<String> = {
@@ -164,42 +169,113 @@ impl State {
                 .map(|s| s.spec.name.clone())
                 .collect()
         };
-        // Two stages, each about half the work: files → catalog entries (parse, hashes,
-        // summaries, rules, trust checks), then entries → index.
+        // Two stages: files → catalog entries (parse, hashes, summaries, rules, trust checks
+        // or their stored findings, pins), then entries → index.
         std::thread::scope(|scope| {
             let (sender, received) = std::sync::mpsc::sync_channel(SNAPSHOTS_AHEAD);
             let carried = &carried;
             scope.spawn(move || {
                 for server in self.upstream.handles().filter(|s| !carried.contains(&s.spec.name)) {
-                    let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
-                    let fresh = snapshot.as_ref().is_some_and(|s| s.age <= ttl);
-                    let entries = snapshot
-                        .map(|snapshot| Catalog::entries(&server.spec.name, snapshot.tools, self.config.rules()));
-                    if sender.send((server, entries, fresh)).is_err() {
+                    if sender.send((server, self.read_entries(server, ttl))).is_err() {
                         return;
                     }
                 }
             });
             let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
-            let mut loaded = Vec::new();
+            let mut unchecked = Vec::new();
             let mut batch = catalog.batch();
-            for (server, entries, fresh) in received {
+            for (
+                server,
+                Read {
+                    entries,
+                    fresh,
+                    unchecked: tools,
+                },
+            ) in received
+            {
                 if let Some(entries) = entries {
                     let changes = batch.set_server_entries(&server.spec.name, entries);
                     log_changes(&server.spec.name, &changes);
-                    loaded.push(server.spec.name.as_str());
                 }
                 if fresh {
                     tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
                 } else {
                     server.start();
                 }
+                unchecked.extend(tools.map(|(tools, saved_at_ms)| Unchecked {
+                    server: server.clone(),
+                    tools,
+                    saved_at_ms,
+                }));
             }
-            drop(batch);
-            for server in loaded {
-                self.review_trust(&mut catalog, server, false);
+            unchecked
+        })
+    }
+
+    /// `server`'s catalog entries from its snapshot (or its declared tools), reviewed; whether
+    /// they are fresh (the server is not started); and, for a fresh snapshot without stored
+    /// findings, its tools as read, to store the findings with later.
+    fn read_entries(&self, server: &Server, ttl: Duration) -> Read {
+        let name = server.spec.name.as_str();
+        let rules = self.config.rules();
+        let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+        let declared = &self.spec_of(server).static_tools;
+        // Declared tools stand in for a snapshot: served at once, the server started on first
+        // use (its real list then replaces them).
+        let fresh = !declared.is_empty() || snapshot.as_ref().is_some_and(|s| s.age <= ttl);
+        let (mut entries, unchecked) = match snapshot {
+            Some(snapshot) => {
+                let unchecked =
+                    (fresh && snapshot.checks.is_none()).then(|| (snapshot.tools.clone(), snapshot.saved_at_ms));
+                let checks = snapshot.checks.unwrap_or_default();
+                (
+                    Catalog::entries_checked(name, snapshot.tools, rules, &checks).0,
+                    unchecked,
+                )
             }
-        });
+            None if !declared.is_empty() => (declared_entries(name, declared, rules), None),
+            None => {
+                return Read {
+                    entries: None,
+                    fresh,
+                    unchecked: None,
+                }
+            }
+        };
+        self.review_entries(name, &mut entries);
+        Read {
+            entries: Some(entries),
+            fresh,
+            unchecked,
+        }
+    }
+
+    /// Store what the checks found beside the snapshots that lacked it, so the next start
+    /// reuses it. Runs after the index is ready. A server whose tools changed meanwhile is
+    /// left alone (its new list was saved with its findings).
+    fn store_checks(&self, unchecked: Vec<Unchecked>) {
+        let Some(store) = &self.snapshots else { return };
+        for Unchecked {
+            server,
+            tools,
+            saved_at_ms,
+        } in unchecked
+        {
+            // Held while writing: a new list is indexed, then saved, only after this.
+            let catalog = self.catalog.read().expect("catalog lock is never poisoned");
+            let Some(entries) = catalog.server_tools(&server.spec.name) else {
+                continue;
+            };
+            let same = entries.len() == tools.len()
+                && entries
+                    .iter()
+                    .zip(&tools)
+                    .all(|(entry, tool)| entry.content_hash == crate::catalog::content_hash(tool));
+            if same {
+                let checks: Vec<_> = entries.iter().map(ToolEntry::checked).collect();
+                store.save(&server.spec, &tools, Some(&checks), Some(saved_at_ms));
+            }
+        }
     }
 
     /// Wait until the snapshots are indexed (at once after startup).
@@ -230,10 +306,17 @@ impl State {
                     let Some(handle) = self.upstream.get(&server) else {
                         continue;
                     };
-                    if let Some(store) = &self.snapshots {
-                        store.save(&handle.spec, &tools);
-                    }
-                    self.index(&server, tools);
+                    let Some(store) = &self.snapshots else {
+                        self.index(&server, tools);
+                        continue;
+                    };
+                    self.index(&server, tools.clone());
+                    // Saved with what the checks found, so the next start need not check again.
+                    let catalog = self.catalog.read().expect("catalog lock is never poisoned");
+                    let checks: Option<Vec<_>> = catalog
+                        .server_tools(&server)
+                        .map(|entries| entries.iter().map(ToolEntry::checked).collect());
+                    store.save(&handle.spec, &tools, checks.as_deref(), None);
                 }
             }
         }
@@ -327,6 +410,23 @@ impl State {
     }
 }
 
+/// One server's snapshot as read, on its way to the index.
+struct Read {
+    /// Reviewed entries, from the snapshot or the declared tools; `None`: neither.
+    entries: Option<Vec<ToolEntry>>,
+    /// Served as it is: the server is started on first use only.
+    fresh: bool,
+    /// A fresh snapshot without stored findings: its tools as read, and when it was saved.
+    unchecked: Option<(Vec<Tool>, u64)>,
+}
+
+/// A fresh snapshot read without stored findings of the checks: its tools as read.
+struct Unchecked {
+    server: Arc<Server>,
+    tools: Vec<Tool>,
+    saved_at_ms: u64,
+}
+
 /// Marks the snapshots indexed when dropped, however loading them ended.
 struct MarkIndexed<'a>(&'a watch::Sender<bool>);
 
@@ -380,6 +480,15 @@ fn carry_over(previous: &IndexedCatalog, config: &Config, kept: &[String]) -> In
         }
     }
     catalog
+}
+
+/// Catalog entries of a server's declared (static) tools, marked so they are never pinned.
+fn declared_entries(server: &str, tools: &[Tool], rules: &crate::rules::RuleSet) -> Vec<ToolEntry> {
+    let mut entries = Catalog::entries(server, tools.to_vec(), rules);
+    for entry in &mut entries {
+        entry.declared = true;
+    }
+    entries
 }
 
 /// A catalog that knows the servers' descriptions and no tools yet.
@@ -463,6 +572,42 @@ mod tests {
         let cwd = spec(cwd);
         assert!(same_launch(&cwd, &cwd, false));
         assert!(!same_launch(&cwd, &cwd, true));
+    }
+
+    #[tokio::test]
+    async fn declared_tools_are_indexed_without_starting_the_server() {
+        let machine = crate::config::locate::TestMachine::new();
+        let file = machine.env.cwd.join("servers.yaml");
+        std::fs::write(
+            &file,
+            "servers:\n  slow:\n    connection: { command: sleep, args: ['600'] }\n    tools:\n      - name: forecast\n        description: Forecast for a city.\n        inputSchema: { type: object, properties: { city: { type: string } } }\n      - name: \"other:tool\"\n",
+        )
+        .unwrap();
+        let config = Config::from_value_in(
+            json!({ "discovery": {
+                "cache": { "enabled": false },
+                "sources": [{ "type": "custom", "path": file.to_str().unwrap() }],
+            } }),
+            machine.env.cwd.join("c.json").to_str().unwrap(),
+            &machine.env,
+        )
+        .unwrap();
+        let state = Arc::new(State::new(config));
+        state.ensure_started();
+        state.indexed().await;
+        let handle = state.server("slow").unwrap();
+        assert_eq!(handle.state(), ServerState::Idle, "not started");
+        let catalog = state.read_catalog();
+        let tools = catalog.server_tools("slow").expect("declared tools indexed");
+        assert_eq!(
+            tools.iter().map(ToolEntry::name).collect::<Vec<_>>(),
+            ["forecast", "other:tool"]
+        );
+        assert!(tools.iter().all(|t| t.declared && t.change.is_none()));
+        assert_eq!(tools[0].tool.input_schema["properties"]["city"]["type"], "string");
+        // Checked like any tool: a name that reads as another server's is flagged.
+        assert_eq!(tools[1].flags(), ["shadow-name"]);
+        assert!(catalog.index().has_server("slow"));
     }
 
     #[test]

@@ -21,46 +21,67 @@ impl State {
     /// Mark `server`'s entries: how each differs from its pinned version (pinning tools seen
     /// for the first time) and whether its name shadows another server's. `reread` reads the
     /// pins from disk again (another process may have trusted a tool). Logs changed tools by
-    /// name.
+    /// name unless rereading.
     pub(super) fn review_trust(&self, catalog: &mut IndexedCatalog, server: &str, reread: bool) {
-        if let Some(pins) = &self.pins {
-            let reviewed = pins.with_server(server, reread, |record| {
-                let mut grew = false;
-                catalog.annotate(server, |entry| {
-                    let params = parameters(&entry.tool.input_schema);
-                    let (verdict, new) = record.review(entry.upstream_name(), entry.fingerprint, params);
-                    grew |= new;
-                    entry.change = verdict.change.map(Box::new);
-                    entry.approved = verdict.approved;
-                });
-                ((), grew.then_some(Durability::Cache))
-            });
-            if let Err(error) = reviewed {
-                tracing::warn!(server, %error, "cannot write tool pins; new tools are pinned again next time");
-            }
+        self.review_pins(server, reread, |review| catalog.annotate(server, review));
+        catalog.annotate(server, |entry| self.mark_shadowing(server, entry, !reread));
+    }
+
+    /// [`State::review_trust`] for entries not in the catalog yet: snapshots are reviewed on
+    /// the thread that reads them, beside the indexing rather than after it.
+    pub(super) fn review_entries(&self, server: &str, entries: &mut [ToolEntry]) {
+        self.review_pins(server, false, |review| entries.iter_mut().for_each(review));
+        for entry in entries {
+            self.mark_shadowing(server, entry, true);
         }
-        let servers = self.config.servers();
-        let is_server = |name: &str| servers.iter().any(|s| s.name == name);
-        catalog.annotate(server, |entry| {
-            let shadow = shadow_warning(server, entry.name(), is_server);
-            entry.warnings.retain(|w| w.flag != Flag::ShadowName);
-            entry.warnings.extend(shadow);
-            if reread {
-                return;
-            }
-            if let Some(change) = &entry.change {
-                tracing::warn!(
-                    server,
-                    tool = entry.name(),
-                    changed = %change.describe().join("; "),
-                    "tool changed since it was first seen; review it, then `anygpt-discovery trust {server} {}`",
-                    entry.name()
-                );
-            }
-            if !entry.warnings.is_empty() && !entry.approved {
-                tracing::info!(server, tool = entry.name(), flags = %entry.flags().join(","), "tool flagged by the trust checks");
-            }
+    }
+
+    /// Compare each entry `visit` hands to `review` with its pin (pinning new tools). Declared
+    /// tools are not the server's word and are never pinned.
+    fn review_pins(&self, server: &str, reread: bool, visit: impl FnOnce(&mut dyn FnMut(&mut ToolEntry))) {
+        let Some(pins) = &self.pins else { return };
+        let reviewed = pins.with_server(server, reread, |record| {
+            let mut grew = false;
+            visit(&mut |entry: &mut ToolEntry| {
+                if entry.declared {
+                    return;
+                }
+                let (verdict, new) = record.review(entry.upstream_name(), entry.fingerprint, || {
+                    parameters(&entry.tool.input_schema)
+                });
+                grew |= new;
+                entry.change = verdict.change.map(Box::new);
+                entry.approved = verdict.approved;
+            });
+            ((), grew.then_some(Durability::Cache))
         });
+        if let Err(error) = reviewed {
+            tracing::warn!(server, %error, "cannot write tool pins; new tools are pinned again next time");
+        }
+    }
+
+    /// Flag `entry` if its name reads as another server's tool; with `log`, say so if it
+    /// changed or is flagged.
+    fn mark_shadowing(&self, server: &str, entry: &mut ToolEntry, log: bool) {
+        let servers = self.config.servers();
+        let shadow = shadow_warning(server, entry.name(), |name| servers.iter().any(|s| s.name == name));
+        entry.warnings.retain(|w| w.flag != Flag::ShadowName);
+        entry.warnings.extend(shadow);
+        if !log {
+            return;
+        }
+        if let Some(change) = &entry.change {
+            tracing::warn!(
+                server,
+                tool = entry.name(),
+                changed = %change.describe().join("; "),
+                "tool changed since it was first seen; review it, then `anygpt-discovery trust {server} {}`",
+                entry.name()
+            );
+        }
+        if !entry.warnings.is_empty() && !entry.approved {
+            tracing::info!(server, tool = entry.name(), flags = %entry.flags().join(","), "tool flagged by the trust checks");
+        }
     }
 
     /// Accept the current version of `server`'s tools (all, or `tool`): their pins are
@@ -71,6 +92,15 @@ impl State {
     /// `CONFIGURATION_ERROR` when pins are off (no cache) or cannot be written.
     pub(super) async fn trust(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
         let handle = self.server(server)?;
+        // Declared tools are not what the server would run: what it reports is what gets
+        // trusted, so it is started (and waited for, as a first start) before anything is.
+        let declared = self
+            .read_catalog()
+            .server_tools(server)
+            .is_some_and(|tools| tools.iter().any(|t| t.declared));
+        if declared {
+            handle.start();
+        }
         match tool {
             Some(tool) => self.find_tool(handle, tool).await.map(|_| ())?,
             None => self.with_server_tools(handle, |_| ()).await?,
@@ -87,7 +117,9 @@ impl State {
         let mut trusted = Vec::new();
         let written = pins.with_server(server, true, |record| {
             catalog.annotate(server, |entry| {
-                if tool.is_some_and(|t| t != entry.name()) {
+                // A declared tool is not the server's word: what it says once it connects is
+                // what gets pinned and judged.
+                if entry.declared || tool.is_some_and(|t| t != entry.name()) {
                     return;
                 }
                 record.trust(

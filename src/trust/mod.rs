@@ -13,6 +13,11 @@
 //!
 //! Flags are heuristics, not a guarantee: they make attacks visible and, when the user asks
 //! (`security.blockFlagged`, `security.onToolChange: "block"`), refuse to run what they mark.
+//!
+//! What [`inspect`] and the fingerprint found is a pure function of the tool as reported and of
+//! the rules, so it is kept beside a catalog snapshot ([`Checked`], keyed by the tool's content
+//! hash and [`checks_version`]): a start served from snapshots reuses it instead of scanning
+//! thousands of tools again. A changed rule set has another version and checks anew.
 
 pub mod pins;
 pub mod poison;
@@ -40,6 +45,22 @@ pub enum Flag {
 }
 
 impl Flag {
+    const ALL: [Self; 7] = [
+        Self::InvisibleText,
+        Self::TerminalEscape,
+        Self::HiddenTag,
+        Self::Instruction,
+        Self::ToolReference,
+        Self::SensitiveFile,
+        Self::ShadowName,
+    ];
+
+    /// The flag of a short name ([`Flag::as_str`]).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|flag| flag.as_str() == name)
+    }
+
     /// The stable short name.
     #[must_use]
     pub fn as_str(self) -> &'static str {
@@ -84,6 +105,35 @@ impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} in {}: {}", self.flag.as_str(), self.field, self.detail)
     }
+}
+
+/// What the checks found in one tool as its server reported it, to keep beside a snapshot:
+/// the fingerprint pinning compares, the poisoning warnings, and the tool as the model sees
+/// it when cleaning changed it. Shadowing is not part of it: it depends on the config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub fingerprint: pins::Fingerprint,
+    pub warnings: Vec<Warning>,
+    pub cleaned: Option<Tool>,
+}
+
+/// Bumped whenever what [`inspect`] finds or how it cleans changes in code other than the
+/// rules' patterns (those are hashed into [`checks_version`] already).
+const CHECKS_REVISION: u32 = 1;
+
+/// The version of the checks: stored verdicts of another version are not reused. Hashes the
+/// instruction rules, so a changed rule set checks every tool anew.
+#[must_use]
+pub fn checks_version() -> String {
+    use crate::catalog::snapshot::fnv1a_from;
+    static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let hash = poison::rule_texts().fold(
+            crate::catalog::snapshot::fnv1a(&CHECKS_REVISION.to_le_bytes()),
+            |hash, text| fnv1a_from(fnv1a_from(hash, text.as_bytes()), b"\0"),
+        );
+        format!("{CHECKS_REVISION}-{hash:016x}")
+    });
+    VERSION.clone()
 }
 
 /// Longest location shown in a warning, in characters (a deep schema path is cut).

@@ -136,12 +136,16 @@ impl Pin {
         }
     }
 
-    fn compare(&self, fingerprint: Fingerprint, parameters: &[String]) -> Option<Change> {
-        let description = self.description != format!("{:016x}", fingerprint.description);
-        let schema = self.schema != format!("{:016x}", fingerprint.schema);
+    /// How `fingerprint` differs from this pin; `parameters` are only asked for when it does.
+    fn compare(&self, fingerprint: Fingerprint, parameters: impl FnOnce() -> Vec<String>) -> Option<Change> {
+        // Parsed, not formatted: thousands of tools are compared at every start.
+        let differs = |pinned: &str, now: u64| u64::from_str_radix(pinned, 16).ok() != Some(now);
+        let description = differs(&self.description, fingerprint.description);
+        let schema = differs(&self.schema, fingerprint.schema);
         if !description && !schema {
             return None;
         }
+        let parameters = parameters();
         Some(Change {
             description,
             added: parameters
@@ -180,15 +184,21 @@ pub struct Verdict {
 
 impl ServerPins {
     /// Compare a tool with its pin, pinning it if it was never seen. Returns the verdict and
-    /// whether the record grew (and must be saved).
-    pub fn review(&mut self, name: &str, fingerprint: Fingerprint, parameters: Vec<String>) -> (Verdict, bool) {
+    /// whether the record grew (and must be saved). `parameters` (the tool's top-level
+    /// parameter names) are only asked for when the tool is new or changed.
+    pub fn review(
+        &mut self,
+        name: &str,
+        fingerprint: Fingerprint,
+        parameters: impl FnOnce() -> Vec<String>,
+    ) -> (Verdict, bool) {
         if let Some(pin) = self.tools.get(name) {
-            let change = pin.compare(fingerprint, &parameters);
+            let change = pin.compare(fingerprint, parameters);
             let approved = change.is_none() && pin.approved;
             return (Verdict { change, approved }, false);
         }
         self.tools
-            .insert(name.to_owned(), Pin::new(fingerprint, parameters, false));
+            .insert(name.to_owned(), Pin::new(fingerprint, parameters(), false));
         (Verdict::default(), true)
     }
 
@@ -296,14 +306,14 @@ mod tests {
     }
 
     fn review(pins: &mut ServerPins, t: &Tool) -> Verdict {
-        pins.review("t", Fingerprint::of(t), parameters(&t.input_schema)).0
+        pins.review("t", Fingerprint::of(t), || parameters(&t.input_schema)).0
     }
 
     #[test]
     fn first_sight_pins_and_the_same_tool_is_unchanged() {
         let mut pins = ServerPins::default();
         let t = tool("d", &json!({ "properties": { "a": {} } }));
-        assert!(pins.review("t", Fingerprint::of(&t), vec!["a".into()]).1);
+        assert!(pins.review("t", Fingerprint::of(&t), || vec!["a".into()]).1);
         assert_eq!(review(&mut pins, &t), Verdict::default());
     }
 
@@ -376,7 +386,7 @@ mod tests {
         let (v1, v2) = (tool("v1", &json!({})), tool("v2", &json!({})));
         let seen = |pins: &Pins, t: &Tool| {
             pins.with_server("srv/1", false, |p| {
-                let (verdict, grew) = p.review("t", Fingerprint::of(t), vec![]);
+                let (verdict, grew) = p.review("t", Fingerprint::of(t), Vec::new);
                 (verdict, grew.then_some(Durability::Cache))
             })
             .unwrap()
@@ -401,7 +411,9 @@ mod tests {
         let pins = Pins::new(dir.path().into());
         std::fs::write(pins.path("s"), b"{ nope").unwrap();
         let fresh = pins
-            .with_server("s", false, |p| (p.review("t", Fingerprint::default(), vec![]).0, None))
+            .with_server("s", false, |p| {
+                (p.review("t", Fingerprint::default(), Vec::new).0, None)
+            })
             .unwrap();
         assert_eq!(fresh, Verdict::default());
     }

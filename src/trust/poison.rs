@@ -225,6 +225,13 @@ const RULES: &[Rule] = &[
     },
 ];
 
+/// Every text that decides what the rules find (flag, reason, pattern), for the checks' version.
+pub(super) fn rule_texts() -> impl Iterator<Item = &'static str> {
+    RULES
+        .iter()
+        .flat_map(|rule| [rule.flag.as_str(), rule.reason, rule.pattern])
+}
+
 /// The rules compiled: a set to test a text once, and each rule alone to find its excerpt.
 struct Compiled {
     set: RegexSet,

@@ -46,6 +46,10 @@ const RELIST_MIN_INTERVAL: Duration = Duration::from_millis(500);
 /// How long a re-list may take before it is given up (the next change asks again).
 const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How often a live session is checked for a transport that closed without its process
+/// exiting (an exit is noticed at once).
+const ENDED_POLL: Duration = Duration::from_secs(1);
+
 /// A live session.
 pub(crate) struct Connection {
     service: RunningService<RoleClient, UpstreamClient>,
@@ -158,6 +162,27 @@ impl Connection {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.service.is_transport_closed() || self.diagnostics.exited()
+    }
+
+    /// Resolves once the session has ended, without holding the connection: at once when a
+    /// stdio server's process exits; a transport closed some other way (a remote's stream, a
+    /// server that closed stdout but lives on) is seen within [`ENDED_POLL`].
+    pub fn ended(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let peer = self.service.peer().clone();
+        let diagnostics = self.diagnostics.clone();
+        let mut exited = diagnostics.exit_watch();
+        async move {
+            while !(peer.is_transport_closed() || diagnostics.exited()) {
+                tokio::select! {
+                    changed = exited.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                    }
+                    () = tokio::time::sleep(ENDED_POLL) => {}
+                }
+            }
+        }
     }
 
     /// How long a write to the server has been waiting for it to read, if one is.

@@ -33,14 +33,19 @@ struct Inner {
     exit: Option<String>,
 }
 
-/// Shared between the readers and whoever explains a failure. The flag turns true at the
-/// server's first line on stdout (it has run its start-up code and speaks).
+/// Shared between the readers and whoever explains a failure. The first flag turns true at
+/// the server's first line on stdout (it has run its start-up code and speaks), the second
+/// when its process exits (the supervisor notices a crash of an idle server at once).
 #[derive(Debug, Clone)]
-pub struct Diagnostics(Arc<Mutex<Inner>>, Arc<watch::Sender<bool>>);
+pub struct Diagnostics(Arc<Mutex<Inner>>, Arc<watch::Sender<bool>>, Arc<watch::Sender<bool>>);
 
 impl Default for Diagnostics {
     fn default() -> Self {
-        Self(Arc::default(), Arc::new(watch::channel(false).0))
+        Self(
+            Arc::default(),
+            Arc::new(watch::channel(false).0),
+            Arc::new(watch::channel(false).0),
+        )
     }
 }
 
@@ -80,6 +85,13 @@ impl Diagnostics {
 
     pub fn set_exit(&self, how: String) {
         self.with(|d| d.exit = Some(how));
+        self.2.send_replace(true);
+    }
+
+    /// Turns true once the process has exited (its exit recorded for [`Self::explain`]).
+    #[must_use]
+    pub fn exit_watch(&self) -> watch::Receiver<bool> {
+        self.2.subscribe()
     }
 
     /// Whether the process has exited.

@@ -59,12 +59,18 @@ const STABLE_SESSION: Duration = Duration::from_secs(10);
 /// A write blocked this long (or half the call's timeout, if shorter) when the call times out
 /// means the server stopped reading its input.
 const WEDGED_AFTER: Duration = Duration::from_secs(1);
+/// How long a session that ended by itself is given to finish its stderr before the reason
+/// for its end is taken.
+const LAST_WORDS: Duration = Duration::from_millis(30);
 /// How long closing waits for starts in flight to end their processes.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// A live session with a server, as the supervisor needs it.
 pub(crate) trait Session: Send + Sync + 'static {
     fn is_closed(&self) -> bool;
+    /// Resolves once the session has ended (the process exited, the transport closed). Owns
+    /// what it needs: a watcher waiting on it must not keep the session alive.
+    fn ended(&self) -> impl Future<Output = ()> + Send + 'static;
     /// How long a write to the server has been waiting for it to read, if one is.
     fn write_blocked_for(&self) -> Option<Duration>;
     /// Why the session ended, with what the process did.
@@ -132,6 +138,10 @@ impl Connector for Dial {
 impl Session for Connection {
     fn is_closed(&self) -> bool {
         Connection::is_closed(self)
+    }
+
+    fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        Connection::ended(self)
     }
 
     fn write_blocked_for(&self) -> Option<Duration> {
@@ -680,6 +690,10 @@ impl<C: Connector> Handle<C> {
         let wait = after_loss(&mut inner.failures, live.opened.elapsed(), jitter());
         if wait.is_zero() {
             tracing::info!(server = %self.spec.name, "session lost; starting again");
+            // Shown while it starts again: why the last session ended.
+            self.state.send_replace(ServerState::Connecting {
+                last_failure: Some(reason),
+            });
             self.begin_connect(inner);
         } else {
             tracing::warn!(server = %self.spec.name, retry_in_ms = wait.as_millis(), "session lost again soon after starting; backing off");
@@ -768,7 +782,8 @@ impl<C: Connector> Handle<C> {
                     });
                 }
                 self.state.send_replace(ServerState::Ready);
-                tokio::spawn(close_when_idle(Arc::downgrade(&self), Arc::downgrade(&session)));
+                let ended = session.ended();
+                tokio::spawn(watch_session(Arc::downgrade(&self), Arc::downgrade(&session), ended));
             }
             Err(_) if !current => {
                 if self.stop.is_cancelled() {
@@ -813,8 +828,15 @@ async fn with_slot<T>(
     work.await
 }
 
-/// Close the session once nothing has used it for the server's idle timeout.
-async fn close_when_idle<C: Connector>(handle: Weak<Handle<C>>, session: Weak<C::Session>) {
+/// Watch a live session: close it once nothing has used it for the server's idle timeout,
+/// and when it ends by itself (a crash while idle), apply the restart policy at once, so the
+/// status says what happened without waiting for the next call.
+async fn watch_session<C: Connector>(
+    handle: Weak<Handle<C>>,
+    session: Weak<C::Session>,
+    ended: impl Future<Output = ()> + Send,
+) {
+    let mut ended = std::pin::pin!(ended);
     loop {
         let (wake, shutdown, idle_timeout) = {
             let Some(handle) = handle.upgrade() else { return };
@@ -832,6 +854,11 @@ async fn close_when_idle<C: Connector>(handle: Weak<Handle<C>>, session: Weak<C:
         };
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}
+            () = &mut ended => {
+                // Let the stderr reader record the process's last words for the reason.
+                tokio::time::sleep(LAST_WORDS).await;
+                return session_ended(&handle, &session);
+            }
             () = shutdown.cancelled() => return,
         }
         let Some(handle) = handle.upgrade() else { return };
@@ -861,6 +888,19 @@ async fn close_when_idle<C: Connector>(handle: Weak<Handle<C>>, session: Weak<C:
             draining
         });
         return;
+    }
+}
+
+/// `session` ended by itself: unless a call already noticed, it is lost now.
+fn session_ended<C: Connector>(handle: &Weak<Handle<C>>, session: &Weak<C::Session>) {
+    let (Some(handle), Some(live)) = (handle.upgrade(), session.upgrade()) else {
+        return;
+    };
+    let mut inner = handle.lock();
+    if holds(&inner, session) {
+        let reason = live.explain_end();
+        tracing::warn!(server = %handle.spec.name, %reason, "session ended");
+        handle.lost_locked(&mut inner, &live, reason);
     }
 }
 

@@ -87,6 +87,7 @@ pub fn to_spec(name: &str, value: &Value, base: &Path, env: &Environment) -> Res
         timeout_ms: None,
         startup_timeout_ms: None,
         idle_timeout_ms: None,
+        static_tools: Vec::new(),
     })
 }
 

@@ -235,7 +235,17 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
     let mut imported_names = Vec::new();
     for (name, value) in kind.entries(&document, env) {
         match entry::to_spec(&name, &value, base, env) {
-            Ok(spec) => {
+            Ok(mut spec) => {
+                if kind == SourceKind::Custom {
+                    // A bad list costs the server its static tools, not its place: it
+                    // connects and lists its real tools like any other.
+                    match custom::static_tools(&name, &value) {
+                        Ok(tools) => spec.static_tools = tools,
+                        Err(bad) => into
+                            .warnings
+                            .push(format!("{label}: {bad}; `{name}` is served without its static tools")),
+                    }
+                }
                 imported_names.push(spec.name.clone());
                 into.servers.push((spec, label.clone()));
             }

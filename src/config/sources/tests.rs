@@ -207,7 +207,66 @@ fn docker_mcp_and_custom_yaml() {
         &m.env,
     );
     assert_eq!(names(&imported), ["weather"]);
-    assert_eq!(server(&imported, "weather").description.as_deref(), Some("Forecasts"));
+    let weather = server(&imported, "weather");
+    assert_eq!(weather.description.as_deref(), Some("Forecasts"));
+    // Its static tools come along, a missing schema filled in as MCP needs one.
+    let tools: Vec<(&str, Option<&str>)> = weather
+        .static_tools
+        .iter()
+        .map(|t| (t.name.as_ref(), t.description.as_deref()))
+        .collect();
+    assert_eq!(tools, [("forecast", Some("Forecast for a city"))]);
+    assert_eq!(
+        serde_json::Value::Object((*weather.static_tools[0].input_schema).clone()),
+        serde_json::json!({ "type": "object" })
+    );
+    assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
+}
+
+#[test]
+fn bad_static_tools_name_file_path_and_fix_and_the_server_stays() {
+    let m = Machine::new();
+    let file = m.env.cwd.join("servers.yaml");
+    let warning = |tools: &str| {
+        let text = format!("servers:\n  w:\n    connection: {{ command: node }}\n    tools: {tools}\n");
+        std::fs::write(&file, text).unwrap();
+        let imported = import(
+            &SourceSpec {
+                kind: SourceKind::Custom,
+                path: Some(file.clone()),
+            },
+            &m.env,
+        );
+        assert_eq!(names(&imported), ["w"], "the server is served without them");
+        assert!(server(&imported, "w").static_tools.is_empty());
+        imported.warnings.join("\n")
+    };
+    let at = format!("custom: {}: servers.w.tools", file.display());
+    let served = "; `w` is served without its static tools";
+    assert_eq!(
+        warning("[{ description: no name }]"),
+        format!("{at}[0].name: missing: every tool needs the name the server calls it by{served}")
+    );
+    assert_eq!(
+        warning("[{ name: a }, { name: b, inputSchema: [] }]"),
+        format!("{at}[1].inputSchema: expected an object such as `{{ type: object, properties: {{ … }} }}`{served}")
+    );
+    assert_eq!(
+        warning("[{ name: a, inputschema: {} }]"),
+        format!("{at}[0].inputschema: unknown key `inputschema` (did you mean `inputSchema`?); a tool has name, title, description, inputSchema, outputSchema, annotations{served}")
+    );
+    assert_eq!(
+        warning("[{ name: a }, { name: a }]"),
+        format!("{at}[1].name: `a` is declared twice; give each tool its own name{served}")
+    );
+    assert_eq!(
+        warning("forecast"),
+        format!("{at}: expected a list of tools, each `{{ name, description, inputSchema }}`{served}")
+    );
+    assert_eq!(
+        warning("[{ name: a, description: 3 }]"),
+        format!("{at}[0].description: expected a string{served}")
+    );
 }
 
 #[test]

@@ -21,13 +21,21 @@ struct Fake {
 }
 
 struct FakeSession {
-    closed: AtomicBool,
+    closed: Arc<AtomicBool>,
     ended: Arc<AtomicUsize>,
 }
 
 impl Session for FakeSession {
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+    fn ended(&self) -> impl Future<Output = ()> + Send + 'static {
+        let closed = self.closed.clone();
+        async move {
+            while !closed.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
     }
     fn write_blocked_for(&self) -> Option<Duration> {
         None
@@ -72,7 +80,7 @@ impl Connector for Scripted {
             Script::Fail => Err(UpstreamError::handshake("did not answer initialize")),
             Script::Ok => Ok((
                 FakeSession {
-                    closed: AtomicBool::new(self.0.dead.load(Ordering::SeqCst)),
+                    closed: Arc::new(AtomicBool::new(self.0.dead.load(Ordering::SeqCst))),
                     ended: self.1.clone(),
                 },
                 vec![],
@@ -261,6 +269,64 @@ async fn a_lasting_session_that_ends_is_restarted_at_once() {
     settle().await;
     assert_eq!(handle.state(), ServerState::Ready);
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 4);
+}
+
+/// End the live session as a crash would, without a call noticing.
+fn crash(handle: &Handle<Scripted>) {
+    let inner = handle.lock();
+    inner
+        .live
+        .as_ref()
+        .unwrap()
+        .session
+        .closed
+        .store(true, Ordering::SeqCst);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_that_ends_while_idle_leaves_ready_at_once_and_restarts_by_the_policy() {
+    let s = setup(&["a"], vec![]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(handle.state(), ServerState::Ready);
+    // No call comes: the watcher sees the end (within the fake's 10 ms poll and the 30 ms
+    // left for the process's last words) and starts again at once (a first short end),
+    // showing why the last session ended meanwhile.
+    let mut states = handle.state.subscribe();
+    crash(&handle);
+    let crashed = Instant::now();
+    states.wait_for(|s| *s != ServerState::Ready).await.unwrap();
+    assert!(
+        crashed.elapsed() <= Duration::from_millis(50),
+        "{:?}",
+        crashed.elapsed()
+    );
+    let ServerState::Connecting {
+        last_failure: Some(reason),
+    } = handle.state()
+    else {
+        panic!("{:?}", handle.state())
+    };
+    assert!(reason.contains("exit status: 3"), "{reason}");
+    settle().await;
+    assert_eq!(handle.state(), ServerState::Ready);
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1, "the ended session was closed");
+    // It ends soon again: now it backs off, with the reason, and no start before the wait.
+    crash(&handle);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let ServerState::Backoff { reason, until } = handle.state() else {
+        panic!("{:?}", handle.state())
+    };
+    assert!(reason.contains("exit status: 3"), "{reason}");
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
+    tokio::time::sleep_until(until + Duration::from_millis(20)).await;
+    assert_eq!(
+        s.fake.opens.load(Ordering::SeqCst),
+        3,
+        "restarted when the backoff ended"
+    );
 }
 
 #[tokio::test(start_paused = true)]
