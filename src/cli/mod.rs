@@ -1,7 +1,7 @@
 //! The command line: `anygpt-discovery [serve | list | search | tools | inspect | execute |
 //! config … | trust | completions]`, the spec's `anygpt mcp …` commands (seed 003, DESIGN §8).
 //!
-//! `run` is shared by the native binary (`main.rs`) and the Node bin (`node::run_cli`), so both
+//! `run` is shared by the native binary (`main.rs`) and Node (`node::run_cli_with_config`), so both
 //! accept the same arguments and exit with the same codes. It resolves the config (an object
 //! already evaluated by the JS side wins, else `config::locate`'s search order), opens the
 //! engine and hands it to the chosen command. Commands are thin: they call the `Engine`
@@ -103,6 +103,8 @@ enum Command {
     Trust(trust::TrustArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
+    // A command that needs no engine is dispatched in `run` before one is opened (and named
+    // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
 
 /// Why a `--log-level` is refused.
