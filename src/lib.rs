@@ -34,6 +34,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod gateway;
+pub(crate) mod hash;
 pub(crate) mod lenient_json;
 pub mod paths;
 pub mod rules;

@@ -328,14 +328,14 @@ pub fn content_hash(tool: &Tool) -> u64 {
     struct Fnv(u64);
     impl std::io::Write for Fnv {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 = snapshot::fnv1a_from(self.0, bytes);
+            self.0 = crate::hash::fnv1a_from(self.0, bytes);
             Ok(bytes.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut hash = Fnv(snapshot::fnv1a(b""));
+    let mut hash = Fnv(crate::hash::fnv1a(b""));
     serde_json::to_writer(&mut hash, tool).expect("a tool serializes: it was deserialized from JSON");
     hash.0
 }
@@ -468,7 +468,7 @@ mod tests {
     #[test]
     fn the_content_hash_is_of_the_tools_json_text() {
         let t = tool("a", "b");
-        assert_eq!(content_hash(&t), snapshot::fnv1a(&serde_json::to_vec(&t).unwrap()));
+        assert_eq!(content_hash(&t), crate::hash::fnv1a(&serde_json::to_vec(&t).unwrap()));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::config::ServerSpec;
 use crate::error::{Error, Result};
 use crate::search::{self, IndexedCatalog};
+use crate::trust::pins::Pins;
 use crate::upstream::{Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamError, UpstreamEvent};
 
 use super::validate;
@@ -109,12 +110,7 @@ impl State {
                 .then(SnapshotStore::in_cache_dir)
                 .flatten(),
             audit: AuditLog::from_spec(&config.discovery.audit),
-            pins: config
-                .discovery
-                .cache
-                .enabled
-                .then(super::trust::pins_in_cache_dir)
-                .flatten(),
+            pins: config.discovery.cache.enabled.then(Pins::in_cache_dir).flatten(),
             validators: validate::Validators::default(),
             config,
             started: std::sync::Once::new(),

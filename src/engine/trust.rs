@@ -7,15 +7,10 @@ use crate::config::OnToolChange;
 use crate::error::{Error, Result};
 use crate::paths::Durability;
 use crate::search::IndexedCatalog;
-use crate::trust::pins::{parameters, Pins};
+use crate::trust::pins::parameters;
 use crate::trust::{shadow_warning, Flag};
 
 use super::state::State;
-
-/// The pin store beside the catalog snapshots, if there is a cache directory.
-pub(super) fn pins_in_cache_dir() -> Option<Pins> {
-    crate::paths::cache_dir().map(|d| Pins::new(d.join("catalog").join("pins")))
-}
 
 impl State {
     /// Mark `server`'s entries: how each differs from its pinned version (pinning tools seen

@@ -45,7 +45,7 @@ impl Validators {
     pub fn check(&self, entry: &ToolEntry, arguments: &Value) -> Result<(), Error> {
         // The content hash covers the tool's name and schema; mixing in the server keeps two
         // servers' identical tools apart.
-        let key = crate::catalog::snapshot::fnv1a_from(entry.content_hash, entry.server.as_bytes());
+        let key = crate::hash::fnv1a_from(entry.content_hash, entry.server.as_bytes());
         let Some(validator) = self.cache.get_with(key, || compile(entry)) else {
             return Ok(());
         };

@@ -125,12 +125,11 @@ const CHECKS_REVISION: u32 = 1;
 /// instruction rules, so a changed rule set checks every tool anew.
 #[must_use]
 pub fn checks_version() -> String {
-    use crate::catalog::snapshot::fnv1a_from;
+    use crate::hash::fnv1a_from;
     static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        let hash = poison::rule_texts().fold(
-            crate::catalog::snapshot::fnv1a(&CHECKS_REVISION.to_le_bytes()),
-            |hash, text| fnv1a_from(fnv1a_from(hash, text.as_bytes()), b"\0"),
-        );
+        let hash = poison::rule_texts().fold(crate::hash::fnv1a(&CHECKS_REVISION.to_le_bytes()), |hash, text| {
+            fnv1a_from(fnv1a_from(hash, text.as_bytes()), b"\0")
+        });
         format!("{CHECKS_REVISION}-{hash:016x}")
     });
     VERSION.clone()

@@ -15,7 +15,7 @@ use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::catalog::snapshot::{fnv1a, fnv1a_from};
+use crate::hash::{fnv1a, fnv1a_from};
 use crate::paths::Durability;
 
 const FORMAT: u32 = 1;
@@ -217,6 +217,12 @@ pub struct Pins {
 }
 
 impl Pins {
+    /// The pin store beside the catalog snapshots, if there is a cache directory.
+    #[must_use]
+    pub fn in_cache_dir() -> Option<Self> {
+        crate::paths::cache_dir().map(|d| Self::new(d.join("catalog").join("pins")))
+    }
+
     #[must_use]
     pub fn new(dir: PathBuf) -> Self {
         Self {
