@@ -559,6 +559,16 @@ pub fn register_spec(spec: &crate::config::ServerSpec) {
     if let Some(url) = conn.url.as_deref().and_then(expand).and_then(|u| Url::parse(&u).ok()) {
         values.extend(url_secrets(&url));
     }
+    // An OAuth client secret is one whatever it looks like; the tokens it earns register
+    // when the token store reads or writes them (`upstream::oauth`).
+    if let Some(secret) = conn
+        .oauth
+        .as_ref()
+        .and_then(|o| o.client_secret.as_deref())
+        .and_then(expand)
+    {
+        values.push(secret);
+    }
     register(&spec.name, values);
 }
 

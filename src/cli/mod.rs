@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
+mod auth;
 mod eval;
 mod output;
 mod search;
@@ -56,6 +57,8 @@ enum Command {
     Search(search::SearchArgs),
     /// Accept the current version of a server's tools (or one tool) after review.
     Trust(trust::TrustArgs),
+    /// Sign in to servers that need it: `auth login|status|logout [server]`.
+    Auth(auth::AuthArgs),
     /// Measure search quality and latency on a query set (see `npm run eval:search`).
     #[command(hide = true)]
     Eval(eval::EvalArgs),
@@ -137,6 +140,10 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         }
         Command::Trust(args) => match load_config() {
             Ok(config) => trust::run(args, Engine::new(config)).await,
+            Err(code) => code,
+        },
+        Command::Auth(args) => match load_config() {
+            Ok(config) => auth::run(args, &config).await,
             Err(code) => code,
         },
         Command::Eval(args) => eval::run(args).await,

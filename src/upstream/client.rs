@@ -184,6 +184,7 @@ pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportErro
     type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
     match error.error.downcast_ref::<HttpError>() {
         Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        Some(HttpError::Auth(inner)) => super::oauth::auth_error_text(inner),
         // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
         Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
         _ => url_text::with_causes(&*error.error),
