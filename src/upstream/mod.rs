@@ -42,7 +42,7 @@ mod supervisor;
 mod url_text;
 
 pub use crate::secrets::scrub as scrub_known;
-pub use client::{ProgressSink, ProgressUpdate};
+pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarder};
 pub use error::UpstreamError;
 pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins};
 pub(crate) use remote::sign_in_now;
