@@ -822,7 +822,7 @@ mod tests {
             assert_eq!(
                 error(&json!({ "servers": [{ "name": "a", "connection": { "command": "x", "agrs": [] } }] })),
                 "/p/mcp-discovery.config.json: discovery.servers[0].connection.agrs: unknown key `agrs` (did you mean `args`?); \
-                 remove it or use one of: type, command, args, env, cwd, url, headers"
+                 remove it or use one of: type, command, args, env, cwd, url, headers, oauth"
             );
             assert_eq!(
                 error(&json!({ "cache": { "ttl": -5 } })),
