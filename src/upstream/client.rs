@@ -20,13 +20,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult, ProgressNotificationParam,
     ProgressToken, Request, RequestNoParam, ServerRequest, Tool,
 };
 use rmcp::service::{ClientInitializeError, NotificationContext, RequestContext, RunningService, ServiceError};
-use rmcp::{ClientHandler, ErrorData, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -194,7 +195,7 @@ impl From<UpstreamError> for Failure {
     }
 }
 
-/// The MCP handshake and the first full `tools/list`, within `timeout`.
+/// The MCP handshake (`initialize`) and the first full `tools/list`, within `timeout`.
 pub(super) async fn handshake<T, E, A>(
     client: UpstreamClient,
     transport: T,
@@ -205,11 +206,38 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    handshake_with(client, transport, timeout, shutdown, None).await
+}
+
+/// The protocol versions we speak to a server that can tell us its own (streamable HTTP):
+/// `server/discover` first, for 2026-07-28's per-request `_meta` and standard headers; a
+/// server that answers it with an error is an older one, and gets the 2025-11-25
+/// `initialize` handshake on the same transport.
+pub(super) fn negotiated_lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// [`handshake`], with `lifecycle` instead of `initialize` when given.
+pub(super) async fn handshake_with<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+    lifecycle: Option<ClientLifecycleMode>,
+) -> Result<Session, Failure>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let handshake = async {
-        let service = client
-            .serve(transport)
-            .await
-            .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
+        let served = match lifecycle {
+            Some(mode) => client.serve_with_lifecycle(transport, mode).await,
+            None => client.serve(transport).await,
+        };
+        let service = served.map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
         let tools = list_tools(service.peer())
             .await
             .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;

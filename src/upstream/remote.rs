@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{handshake, Failure, Session, UpstreamClient};
+use super::client::{handshake, handshake_with, negotiated_lifecycle, Failure, Session, UpstreamClient};
 use super::error::UpstreamError;
 use super::http::HttpClient;
 use super::oauth::Authorizer;
@@ -71,8 +71,11 @@ impl Remote {
     }
 }
 
-/// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
-/// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
+/// Streamable HTTP first, negotiating the newest protocol both sides speak
+/// (`client::negotiated_lifecycle`); when that fails for a reason other than time, shutdown or
+/// a sign-in, streamable HTTP again with the plain 2025-11-25 `initialize` (some servers
+/// answer the `server/discover` probe as if it were another method), then the legacy
+/// HTTP+SSE transport on the same URL — each in the time left (what the MCP spec asks of
 /// clients that talk to older servers).
 pub(super) async fn open_http(
     remote: &Remote,
@@ -80,19 +83,42 @@ pub(super) async fn open_http(
     timeout: Duration,
     shutdown: &CancellationToken,
 ) -> Result<Session, Failure> {
-    let started = Instant::now();
-    let streamable = handshake(client.clone(), streamable_transport(remote, &client), timeout, shutdown).await;
-    let streamable_error = match streamable {
+    let deadline = Instant::now() + timeout;
+    let transport = streamable_transport(remote, &client);
+    let negotiated = handshake_with(
+        client.clone(),
+        transport,
+        timeout,
+        shutdown,
+        Some(negotiated_lifecycle()),
+    )
+    .await;
+    let negotiated_error = match negotiated {
         Ok(session) => return Ok(session),
         Err(Failure::Handshake(reason)) => reason,
         Err(other) => return Err(other),
     };
     // The server spoke streamable HTTP and asked for a sign-in that did not happen: the
-    // legacy transport would only bury why.
+    // other attempts would only bury why.
     if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
         return Err(Failure::Handshake(reason));
     }
-    let deadline = started + timeout;
+    if Instant::now() >= deadline || shutdown.is_cancelled() {
+        return Err(Failure::Handshake(negotiated_error));
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let streamable_error = match handshake(client.clone(), streamable_transport(remote, &client), left, shutdown).await
+    {
+        Ok(session) => {
+            tracing::debug!(server = %remote.server, "protocol negotiation failed ({negotiated_error}); initialize worked");
+            return Ok(session);
+        }
+        Err(Failure::Handshake(reason)) => reason,
+        Err(other) => return Err(other),
+    };
+    if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
+        return Err(Failure::Handshake(reason));
+    }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(streamable_error));
     }
