@@ -30,7 +30,7 @@ function oauthBlock() {
   const oauth = { clientMetadataUrl: CIMD_URL, clientName: 'anygpt-discovery conformance' };
   if (context.client_id) oauth.clientId = context.client_id;
   if (context.client_secret) oauth.clientSecret = context.client_secret;
-  if (scenario.startsWith('auth/client-credentials')) oauth.grant = 'client_credentials';
+  if (scenario.startsWith('auth/client-credentials')) oauth.grant = 'clientCredentials';
   return oauth;
 }
 
@@ -54,7 +54,15 @@ function writeConfig() {
   return { dir, path };
 }
 
-/** What the scenario's reference client calls after listing: [tool, arguments] or null. */
+/** What the scenario's reference client calls after listing: [[tool, arguments], …]. */
+function plannedCalls(tools) {
+  // Scenarios that name their calls (and the argument values to test) in the context.
+  if (Array.isArray(context.toolCalls)) return context.toolCalls.map((c) => [c.name, c.arguments ?? {}]);
+  if (scenario === 'http-invalid-tool-headers') return [['valid_tool', { region: 'us-west1' }]];
+  const planned = plannedCall(tools);
+  return planned ? [planned] : [];
+}
+
 function plannedCall(tools) {
   if (scenario === 'json-schema-ref-no-deref') return null;
   if (scenario === 'sse-retry') return ['test_reconnection', {}];
@@ -106,9 +114,7 @@ async function main() {
       console.log(await meta(client, 'execute_tool', { server: SERVER, tool: 'json_schema_echo', arguments: { schema } }));
       return;
     }
-    const planned = plannedCall(Array.isArray(tools) ? tools : []);
-    if (planned) {
-      const [tool, args] = planned;
+    for (const [tool, args] of plannedCalls(Array.isArray(tools) ? tools : [])) {
       console.log(await meta(client, 'execute_tool', { server: SERVER, tool, arguments: args }));
     }
   } finally {

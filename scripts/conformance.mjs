@@ -173,6 +173,8 @@ function render(results, required) {
 }
 
 function markdown(table) {
+  // Why the failing scenarios fail and the baseline: written by hand, kept beside the wrapper.
+  const notes = readFileSync(join(root, 'conformance/notes.md'), 'utf8');
   return `# MCP conformance (the gateway as a client)
 
 Written by \`npm run conformance\` (scripts/conformance.mjs), which runs every client scenario of the
@@ -183,7 +185,8 @@ the scenario's tool through the meta-tools. Sign-in runs through the gateway's o
 first; per-scenario logs and checks land in \`node_modules/.cache/anygpt-conformance/results/\`.
 
 ${table}
-`;
+
+${notes}`;
 }
 
 main().catch((error) => {
