@@ -803,6 +803,43 @@ mod tests {
         assert!(shown.contains("${TOKEN}"));
     }
 
+    #[test]
+    fn an_oauth_client_secret_is_masked_and_the_oauth_block_is_checked() {
+        let config = Config::from_value(
+            json!({ "discovery": { "servers": [{ "name": "a", "connection": {
+                "type": "http", "url": "https://mcp.example.com/mcp",
+                "oauth": { "clientId": "anygpt", "clientSecret": "literal-client-secret", "scopes": ["read"] }
+            } }] } }),
+            "x",
+        )
+        .unwrap();
+        let shown = config.redacted().to_string();
+        assert!(!shown.contains("literal-client-secret"), "{shown}");
+        assert!(shown.contains("\"clientId\":\"anygpt\""), "{shown}");
+
+        let refused = |connection: Value| {
+            Config::from_value(
+                json!({ "discovery": { "servers": [{ "name": "a", "connection": connection }] } }),
+                "x",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(refused(json!({ "command": "x", "oauth": {} })).contains("only `http` connections sign in"));
+        assert!(refused(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "clientSecret": "s3cret-value" } })
+        )
+        .contains("needs the `clientId`"));
+        assert!(
+            refused(json!({ "type": "http", "url": "https://h/mcp", "oauth": { "grant": "clientCredentials", "clientId": "c" } }))
+                .contains("`clientCredentials` needs `clientId` and `clientSecret`")
+        );
+        assert!(refused(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "clientMetadataUrl": "http://h/c.json" } })
+        )
+        .contains("must be an https:// URL"));
+    }
+
     /// Every validation message, exactly as a user reads it: file, path inside it, the fix.
     mod messages {
         use super::*;

@@ -97,6 +97,10 @@ pub(crate) struct Authorizer {
     settings: Settings,
     store: TokenStore,
     manager: tokio::sync::Mutex<Option<AuthorizationManager>>,
+    /// Whether the token store was read for this server already: most servers never sign in,
+    /// and their requests must not read a file each. A sign-in (ours, or `auth login`'s,
+    /// found by the next connect) fills `manager`.
+    store_read: std::sync::atomic::AtomicBool,
     /// Held while deciding whether to start a sign-in, so concurrent 401s start one.
     starting: tokio::sync::Mutex<()>,
     wait: Duration,
@@ -123,6 +127,7 @@ impl Authorizer {
             settings,
             store: TokenStore::new(server, &resource_key(url)),
             manager: tokio::sync::Mutex::default(),
+            store_read: std::sync::atomic::AtomicBool::new(false),
             starting: tokio::sync::Mutex::default(),
             wait,
             failure: Mutex::default(),
@@ -133,7 +138,7 @@ impl Authorizer {
     /// (the request goes out without one and the server's 401 starts the sign-in).
     pub(crate) async fn token(&self) -> Result<Option<String>, AuthError> {
         let mut slot = self.manager.lock().await;
-        if slot.is_none() {
+        if slot.is_none() && !self.store_read.swap(true, std::sync::atomic::Ordering::Relaxed) {
             *slot = self.manager_from_store().await?;
         }
         let Some(manager) = slot.as_ref() else { return Ok(None) };
