@@ -194,3 +194,28 @@ test('first sign-in, silent refresh, step-up, revoked refresh token, login and l
     }
   }
 });
+
+test('a 401 with another scheme than Bearer is reported as it is, and no browser opens', async () => {
+  const { createServer } = await import('node:http');
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(401, { 'www-authenticate': 'Basic realm="corp"' }).end('no'));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const opened = join(tempDir(), 'browser-opened');
+  const config = writeConfig({
+    discovery: { servers: [{ name: 'basic', startupTimeoutMs: 3000, connection: { type: 'http', url: `http://127.0.0.1:${server.address().port}/mcp` } }] },
+  });
+  const gateway = await startGateway(config, { BROWSER: `touch ${JSON.stringify(opened)}` });
+  try {
+    const result = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'basic', tool: 'x', arguments: {} } });
+    assert.equal(result.isError, true);
+    const text = result.content[0].text;
+    assert.match(text, /401 Unauthorized \(Basic realm=\\?"corp\\?"\)/, text);
+    assert.doesNotMatch(text, /sign-in/);
+    assert.equal(existsSync(opened), false, 'no browser was opened');
+  } finally {
+    await gateway.client.close();
+    server.close();
+  }
+});

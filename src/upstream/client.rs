@@ -322,6 +322,19 @@ pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportErro
     match error.error.downcast_ref::<HttpError>() {
         Some(HttpError::Client(inner)) => url_text::with_causes(inner),
         Some(HttpError::Auth(inner)) => super::oauth::auth_error_text(inner),
+        // rmcp's own texts are "Auth required" and "Insufficient scope", nothing to act on.
+        Some(HttpError::AuthRequired(refusal)) => {
+            format!(
+                "the server answered 401 Unauthorized ({})",
+                refusal.www_authenticate_header
+            )
+        }
+        Some(HttpError::InsufficientScope(refusal)) => {
+            format!(
+                "the server answered 403 Forbidden ({})",
+                refusal.www_authenticate_header
+            )
+        }
         // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
         Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
         _ => url_text::with_causes(&*error.error),

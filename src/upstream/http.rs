@@ -106,7 +106,9 @@ impl HttpClient {
         let (mut refreshed, mut signed_in, mut step_ups) = (false, false, 0);
         loop {
             match call(token.clone()).await {
-                Err(StreamableHttpError::AuthRequired(challenge)) => {
+                // Only a Bearer challenge is the MCP authorization spec's; another scheme
+                // (Basic, an API key) is refused as it is, without opening a browser.
+                Err(StreamableHttpError::AuthRequired(challenge)) if is_bearer(&challenge.www_authenticate_header) => {
                     if let Some(sent) = token.as_deref().filter(|_| !refreshed) {
                         refreshed = true;
                         if let Some(fresh) = auth.refreshed(sent).await {
@@ -189,6 +191,16 @@ impl HttpClient {
 }
 
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// Whether a `WWW-Authenticate` value is a Bearer challenge (RFC 6750; the scheme is
+/// case-insensitive).
+fn is_bearer(www_authenticate: &str) -> bool {
+    www_authenticate
+        .trim_start()
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .next()
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
+}
 
 impl StreamableHttpClient for HttpClient {
     type Error = reqwest::Error;
@@ -400,6 +412,18 @@ mod tests {
             Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), _)) => error.id,
             other => panic!("expected a JSON error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn only_bearer_challenges_start_a_sign_in() {
+        assert!(is_bearer(
+            r#"Bearer resource_metadata="https://h/.well-known/oauth-protected-resource""#
+        ));
+        assert!(is_bearer("bearer"));
+        assert!(is_bearer("  BEARER, error=\"invalid_token\""));
+        assert!(!is_bearer(r#"Basic realm="x""#));
+        assert!(!is_bearer("Bearerish"));
+        assert!(!is_bearer(""));
     }
 
     #[test]
