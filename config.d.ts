@@ -61,6 +61,42 @@ export interface DiscoveryConfig {
   security?: SecuritySpec
 }
 
+/** `connection.oauth.grant`. */
+export type OAuthGrant = "authorizationCode" | "clientCredentials"
+
+/** `connection.oauth`: the client identity and grant for a server behind OAuth sign-in. */
+export interface OAuthSpec {
+  /**
+   * A client id registered with the authorization server beforehand (used before a Client
+   * ID Metadata Document or dynamic registration). `${VAR}` expands.
+   */
+  clientId?: string | null
+  /**
+   * The secret of `clientId`, for a confidential client. `${VAR}` expands; kept out of every
+   * log, answer and `config show`.
+   */
+  clientSecret?: string | null
+  /**
+   * HTTPS URL of a Client ID Metadata Document naming this client, used as its client id
+   * where the authorization server supports them.
+   */
+  clientMetadataUrl?: string | null
+  /** The client name sent with dynamic registration (default `anygpt-discovery`). */
+  clientName?: string | null
+  /** Scopes to ask for; without them, those the server's challenge names, else all it lists. */
+  scopes?: Array<string>
+  /**
+   * `authorizationCode` (the default: a person signs in in a browser) or
+   * `clientCredentials` (machine to machine: `clientId` and `clientSecret`, no browser).
+   */
+  grant?: OAuthGrant
+  /**
+   * The loopback port the browser is sent back to (default: a free one). Set it when the
+   * pre-registered client allows one redirect URI only: `http://127.0.0.1:<port>/callback`.
+   */
+  redirectPort?: number | null
+}
+
 /** `discovery.security.onToolChange`. */
 export type OnToolChange = "warn" | "block"
 
@@ -115,6 +151,11 @@ export interface ServerConnection {
   url?: string | null
   /** http/sse: sent with every request; `${VAR}` expands. */
   headers?: Record<string, string>
+  /**
+   * http: how to sign in when the server asks for it (MCP authorization, OAuth 2.1). Without
+   * it a server that answers 401 is still signed in to, by dynamic client registration.
+   */
+  oauth?: OAuthSpec | null
 }
 
 /** One entry of `toolRules`. */

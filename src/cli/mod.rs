@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
+mod auth;
 mod completions;
 mod config_cmd;
 mod examples;
@@ -103,6 +104,8 @@ enum Command {
     Trust(trust::TrustArgs),
     /// Print a shell completion script.
     Completions(completions::CompletionsArgs),
+    /// Sign in to servers that need it: `auth login|status|logout [server]`.
+    Auth(auth::AuthArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -189,6 +192,10 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Serve => serve(options, shutdown).await,
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Config(action) => config_cmd::run(action, &options, &ui),
+        Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
+            Ok(config) => auth::run(args, &config).await,
+            Err(e) => ui.error(&e),
+        },
         command => match open_engine(&options, &ui) {
             Ok(engine) => run_command(command, engine, ui, shutdown).await,
             Err(code) => code,
@@ -253,7 +260,7 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Inspect(args) => inspect::run(&args, &ctx).await,
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
-            Command::Serve | Command::Config(_) | Command::Completions(_) => {
+            Command::Serve | Command::Config(_) | Command::Completions(_) | Command::Auth(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }

@@ -256,6 +256,16 @@ impl ServerSpec {
         {
             values.extend(url_secrets(&url));
         }
+        // An OAuth client secret is one whatever it looks like; the tokens it earns register
+        // when the token store reads or writes them (`upstream::oauth`).
+        if let Some(secret) = conn
+            .oauth
+            .as_ref()
+            .and_then(|o| o.client_secret.as_deref())
+            .and_then(expand)
+        {
+            values.push(secret);
+        }
         crate::secrets::register(&self.name, values);
     }
 }
@@ -300,6 +310,60 @@ pub struct ConnectionSpec {
     /// http/sse: sent with every request; `${VAR}` expands.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// http: how to sign in when the server asks for it (MCP authorization, OAuth 2.1). Without
+    /// it a server that answers 401 is still signed in to, by dynamic client registration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSpec>,
+}
+
+/// `connection.oauth`: the client identity and grant for a server behind OAuth sign-in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct OAuthSpec {
+    /// A client id registered with the authorization server beforehand (used before a Client
+    /// ID Metadata Document or dynamic registration). `${VAR}` expands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// The secret of `clientId`, for a confidential client. `${VAR}` expands; kept out of every
+    /// log, answer and `config show`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// HTTPS URL of a Client ID Metadata Document naming this client, used as its client id
+    /// where the authorization server supports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// The client name sent with dynamic registration (default `anygpt-discovery`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_name: Option<String>,
+    /// Scopes to ask for; without them, those the server's challenge names, else all it lists.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// `authorizationCode` (the default: a person signs in in a browser) or
+    /// `clientCredentials` (machine to machine: `clientId` and `clientSecret`, no browser).
+    #[serde(default, skip_serializing_if = "OAuthGrant::is_default")]
+    pub grant: OAuthGrant,
+    /// The loopback port the browser is sent back to (default: a free one). Set it when the
+    /// pre-registered client allows one redirect URI only: `http://127.0.0.1:<port>/callback`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redirect_port: Option<u16>,
+}
+
+/// `connection.oauth.grant`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[derive(schemars::JsonSchema)]
+pub enum OAuthGrant {
+    #[default]
+    AuthorizationCode,
+    ClientCredentials,
+}
+
+impl OAuthGrant {
+    #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+    fn is_default(&self) -> bool {
+        *self == Self::AuthorizationCode
+    }
 }
 
 impl ConnectionSpec {
@@ -317,7 +381,20 @@ impl ConnectionSpec {
         let command = self.command.iter().map(move |c| (format!("{at}.command"), c));
         let cwd = self.cwd.iter().map(move |c| (format!("{at}.cwd"), c));
         let url = self.url.iter().map(move |u| (format!("{at}.url"), u));
-        args.chain(env).chain(headers).chain(command).chain(cwd).chain(url)
+        let oauth = self.oauth.iter().flat_map(move |o| {
+            let id = o.client_id.iter().map(move |v| (format!("{at}.oauth.clientId"), v));
+            id.chain(
+                o.client_secret
+                    .iter()
+                    .map(move |v| (format!("{at}.oauth.clientSecret"), v)),
+            )
+        });
+        args.chain(env)
+            .chain(headers)
+            .chain(command)
+            .chain(cwd)
+            .chain(url)
+            .chain(oauth)
     }
 }
 
@@ -484,7 +561,13 @@ impl Config {
         let mut section = self.discovery.clone();
         for server in &mut section.servers {
             let conn = &mut server.connection;
-            for value in conn.env.values_mut().chain(conn.headers.values_mut()) {
+            let oauth_secret = conn.oauth.as_mut().and_then(|o| o.client_secret.as_mut());
+            for value in conn
+                .env
+                .values_mut()
+                .chain(conn.headers.values_mut())
+                .chain(oauth_secret)
+            {
                 if !crate::secrets::is_single_reference(value) {
                     crate::secrets::MASK.clone_into(value);
                 }
@@ -596,8 +679,43 @@ pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Res
         }
         _ => {}
     }
+    if let Some(oauth) = &conn.oauth {
+        check_oauth(oauth, conn.kind, &format!("{at}.oauth"))?;
+    }
     for (path, text) in conn.expandable(&at) {
         expand::check(text).map_err(|e| (path, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// `connection.oauth`: only http servers sign in, and the client-credentials grant needs the
+/// client's id and secret.
+fn check_oauth(oauth: &OAuthSpec, kind: TransportKind, at: &str) -> Result<(), (String, String)> {
+    if kind != TransportKind::Http {
+        return Err((
+            at.to_owned(),
+            "only `http` connections sign in with OAuth: remove `oauth` or set `type: \"http\"`".into(),
+        ));
+    }
+    if oauth.grant == OAuthGrant::ClientCredentials && (oauth.client_id.is_none() || oauth.client_secret.is_none()) {
+        return Err((
+            format!("{at}.grant"),
+            "`clientCredentials` needs `clientId` and `clientSecret` (the client signs in as itself)".into(),
+        ));
+    }
+    if oauth.client_secret.is_some() && oauth.client_id.is_none() {
+        return Err((
+            format!("{at}.clientSecret"),
+            "a `clientSecret` needs the `clientId` it belongs to".into(),
+        ));
+    }
+    if let Some(url) = &oauth.client_metadata_url {
+        if !url.starts_with("https://") {
+            return Err((
+                format!("{at}.clientMetadataUrl"),
+                "must be an https:// URL (a Client ID Metadata Document)".into(),
+            ));
+        }
     }
     Ok(())
 }
@@ -753,6 +871,43 @@ mod tests {
         assert!(shown.contains("${TOKEN}"));
     }
 
+    #[test]
+    fn an_oauth_client_secret_is_masked_and_the_oauth_block_is_checked() {
+        let config = Config::from_value(
+            json!({ "discovery": { "servers": [{ "name": "a", "connection": {
+                "type": "http", "url": "https://mcp.example.com/mcp",
+                "oauth": { "clientId": "anygpt", "clientSecret": "literal-client-secret", "scopes": ["read"] }
+            } }] } }),
+            "x",
+        )
+        .unwrap();
+        let shown = config.redacted().to_string();
+        assert!(!shown.contains("literal-client-secret"), "{shown}");
+        assert!(shown.contains("\"clientId\":\"anygpt\""), "{shown}");
+
+        let refused = |connection: Value| {
+            Config::from_value(
+                json!({ "discovery": { "servers": [{ "name": "a", "connection": connection }] } }),
+                "x",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert!(refused(json!({ "command": "x", "oauth": {} })).contains("only `http` connections sign in"));
+        assert!(refused(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "clientSecret": "s3cret-value" } })
+        )
+        .contains("needs the `clientId`"));
+        assert!(
+            refused(json!({ "type": "http", "url": "https://h/mcp", "oauth": { "grant": "clientCredentials", "clientId": "c" } }))
+                .contains("`clientCredentials` needs `clientId` and `clientSecret`")
+        );
+        assert!(refused(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "clientMetadataUrl": "http://h/c.json" } })
+        )
+        .contains("must be an https:// URL"));
+    }
+
     /// Every validation message, exactly as a user reads it: file, path inside it, the fix.
     mod messages {
         use super::*;
@@ -772,7 +927,7 @@ mod tests {
             assert_eq!(
                 error(&json!({ "servers": [{ "name": "a", "connection": { "command": "x", "agrs": [] } }] })),
                 "/p/mcp-discovery.config.json: discovery.servers[0].connection.agrs: unknown key `agrs` (did you mean `args`?); \
-                 remove it or use one of: type, command, args, env, cwd, url, headers"
+                 remove it or use one of: type, command, args, env, cwd, url, headers, oauth"
             );
             assert_eq!(
                 error(&json!({ "cache": { "ttl": -5 } })),

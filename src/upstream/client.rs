@@ -2,14 +2,32 @@
 //! in: `initialize`, then the first full `tools/list`, within the startup budget. Below both
 //! `connection` (which holds a live session) and the transports (`stdio`, `remote`), so
 //! neither needs the other. Also how rmcp's errors read to a person (no Rust type names).
+//!
+//! Requests a server sends its client during a call — elicitation (asking the person),
+//! sampling (asking the model), roots — go to the gateway's own client: the gateway
+//! registers a [`RequestForwarder`] for each `execute_tool` in flight ([`forward_requests`]),
+//! and the newest one of that server answers. It refuses, with a reason, what its client did
+//! not declare. With no call in flight there is no one to ask: elicitation is declined,
+//! sampling refused.
+
+// Sampling and roots are deprecated by SEP-2577 (protocol 2026-07-28), but servers on
+// 2025-11-25 and before still send them, and those are the servers we forward for.
+#![allow(deprecated)]
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, ProgressNotificationParam, ProgressToken, Tool};
-use rmcp::service::{ClientInitializeError, NotificationContext, RunningService, ServiceError};
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use futures::future::BoxFuture;
+use rmcp::model::ProtocolVersion;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult, ProgressNotificationParam,
+    ProgressToken, Request, RequestNoParam, ServerRequest, Tool,
+};
+use rmcp::service::{ClientInitializeError, NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -43,12 +61,104 @@ pub(super) struct UpstreamClient {
     pub relist: Arc<Notify>,
 }
 
+/// Sends one request of a downstream server to the gateway's own client and returns its
+/// answer (or why it cannot).
+pub type RequestForwarder =
+    Arc<dyn Fn(ServerRequest) -> BoxFuture<'static, Result<ClientResult, ErrorData>> + Send + Sync>;
+
+/// Forwarders of the calls in flight, by server; the newest answers.
+static FORWARDERS: Mutex<Vec<(u64, String, RequestForwarder)>> = Mutex::new(Vec::new());
+
+/// Keeps a forwarder registered; dropping it (the call ended) removes it.
+pub struct Forwarding(u64);
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        lock(&FORWARDERS).retain(|(id, _, _)| *id != self.0);
+    }
+}
+
+/// Send `server`'s requests to the client through `forwarder` while the guard lives.
+#[must_use]
+pub fn forward_requests(server: &str, forwarder: RequestForwarder) -> Forwarding {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    lock(&FORWARDERS).push((id, server.to_owned(), forwarder));
+    Forwarding(id)
+}
+
+impl UpstreamClient {
+    fn forwarder(&self) -> Option<RequestForwarder> {
+        lock(&FORWARDERS)
+            .iter()
+            .rev()
+            .find(|(_, server, _)| *server == self.server)
+            .map(|(_, _, forwarder)| forwarder.clone())
+    }
+}
+
+/// What we tell servers we can do: elicitation (form) and sampling, answered by the
+/// gateway's client. Not roots: a server such as server-filesystem would replace the folders
+/// its config names with the AI client's workspace.
+fn declared_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({ "elicitation": { "form": {} }, "sampling": {} })).unwrap_or_default()
+}
+
+fn unexpected_answer(what: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the gateway's client answered {what} with another result type"),
+        None,
+    )
+}
+
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(
-            ClientCapabilities::default(),
+            declared_capabilities(),
             Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let Some(forward) = self.forwarder() else {
+            tracing::info!(server = %self.server, "elicitation outside a call: declined");
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        match forward(ServerRequest::ElicitRequest(Request::new(request))).await? {
+            ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(unexpected_answer("elicitation/create")),
+        }
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let Some(forward) = self.forwarder() else {
+            return Err(ErrorData::invalid_request(
+                "sampling is forwarded to the gateway's client only during a call of this server's tools",
+                None,
+            ));
+        };
+        match forward(ServerRequest::CreateMessageRequest(Request::new(params))).await? {
+            ClientResult::CreateMessageResult(result) => Ok(*result),
+            _ => Err(unexpected_answer("sampling/createMessage")),
+        }
+    }
+
+    async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
+        let Some(forward) = self.forwarder() else {
+            return Ok(ListRootsResult::default());
+        };
+        match forward(ServerRequest::ListRootsRequest(RequestNoParam::default())).await? {
+            ClientResult::ListRootsResult(result) => Ok(result),
+            _ => Err(unexpected_answer("roots/list")),
+        }
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
@@ -85,7 +195,7 @@ impl From<UpstreamError> for Failure {
     }
 }
 
-/// The MCP handshake and the first full `tools/list`, within `timeout`.
+/// The MCP handshake (`initialize`) and the first full `tools/list`, within `timeout`.
 pub(super) async fn handshake<T, E, A>(
     client: UpstreamClient,
     transport: T,
@@ -96,11 +206,38 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
+    handshake_with(client, transport, timeout, shutdown, None).await
+}
+
+/// The protocol versions we speak to a server that can tell us its own (streamable HTTP):
+/// `server/discover` first, for 2026-07-28's per-request `_meta` and standard headers; a
+/// server that answers it with an error is an older one, and gets the 2025-11-25
+/// `initialize` handshake on the same transport.
+pub(super) fn negotiated_lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// [`handshake`], with `lifecycle` instead of `initialize` when given.
+pub(super) async fn handshake_with<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+    timeout: Duration,
+    shutdown: &CancellationToken,
+    lifecycle: Option<ClientLifecycleMode>,
+) -> Result<Session, Failure>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
     let handshake = async {
-        let service = client
-            .serve(transport)
-            .await
-            .map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
+        let served = match lifecycle {
+            Some(mode) => client.serve_with_lifecycle(transport, mode).await,
+            None => client.serve(transport).await,
+        };
+        let service = served.map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
         let tools = list_tools(service.peer())
             .await
             .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;
@@ -184,6 +321,20 @@ pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportErro
     type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
     match error.error.downcast_ref::<HttpError>() {
         Some(HttpError::Client(inner)) => url_text::with_causes(inner),
+        Some(HttpError::Auth(inner)) => super::oauth::auth_error_text(inner),
+        // rmcp's own texts are "Auth required" and "Insufficient scope", nothing to act on.
+        Some(HttpError::AuthRequired(refusal)) => {
+            format!(
+                "the server answered 401 Unauthorized ({})",
+                refusal.www_authenticate_header
+            )
+        }
+        Some(HttpError::InsufficientScope(refusal)) => {
+            format!(
+                "the server answered 403 Forbidden ({})",
+                refusal.www_authenticate_header
+            )
+        }
         // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
         Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
         _ => url_text::with_causes(&*error.error),

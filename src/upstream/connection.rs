@@ -241,6 +241,12 @@ impl Connection {
                 Err(UpstreamError::protocol(&e.message))
             }
             Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::remote(self.shown(&e.message))),
+            // The server wants a sign-in nobody has done: the session is of no use until then.
+            Ok(Err(ServiceError::TransportSend(error)))
+                if transport_error_text(&error).starts_with(super::oauth::NEEDS_SIGN_IN) =>
+            {
+                Err(UpstreamError::closed(transport_error_text(&error)))
+            }
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
             Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(UpstreamError::remote(self.shown(
                 &format!("the request could not be sent: {}", transport_error_text(&error)),

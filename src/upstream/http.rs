@@ -19,6 +19,10 @@
 //! too, and that POST renews the session, so the server's notifications flow again without
 //! waiting for the model's next call. Reports are at most one per [`MIN_REPORT_INTERVAL`]: a
 //! server that loses every session must not turn them into a loop.
+//!
+//! A server that signs in (`super::oauth`) gets its token on every request here; a 401
+//! refreshes it once, then signs in, and a 403 `insufficient_scope` signs in for more scopes
+//! (at most [`MAX_STEP_UPS`] times per request); the request is then sent again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,6 +37,8 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream::{Error as SseError, Sse};
 use tokio::sync::Notify;
+
+use super::oauth::{Authorizer, MAX_STEP_UPS};
 
 /// JSON-RPC codes TypeScript-SDK servers give session trouble: -32000 ("No valid session ID",
 /// "Server not initialized") and -32001 ("Session not found").
@@ -52,6 +58,8 @@ pub struct HttpClient {
     relist: Arc<Notify>,
     /// What this server's sessions did (shared by rmcp's clones of this client).
     sessions: Arc<Mutex<Sessions>>,
+    /// This server's sign-in, when it has no static `Authorization` header.
+    auth: Option<Arc<Authorizer>>,
 }
 
 #[derive(Default)]
@@ -74,6 +82,53 @@ impl HttpClient {
             server,
             relist,
             sessions: Arc::default(),
+            auth: None,
+        }
+    }
+
+    /// Requests carry `auth`'s token and sign in when the server asks.
+    pub fn with_auth(mut self, auth: Option<Arc<Authorizer>>) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// `call` with this server's token (or `given`, a static header), reacting to the
+    /// server's verdict as the module docs say.
+    async fn authorized<T, F, Fut>(&self, given: Option<String>, call: F) -> HttpResult<T>
+    where
+        F: Fn(Option<String>) -> Fut,
+        Fut: std::future::Future<Output = HttpResult<T>>,
+    {
+        let Some(auth) = self.auth.as_ref().filter(|_| given.is_none()) else {
+            return call(given).await;
+        };
+        let mut token = auth.token().await?;
+        let (mut refreshed, mut signed_in, mut step_ups) = (false, false, 0);
+        loop {
+            match call(token.clone()).await {
+                // Only a Bearer challenge is the MCP authorization spec's; another scheme
+                // (Basic, an API key) is refused as it is, without opening a browser.
+                Err(StreamableHttpError::AuthRequired(challenge)) if is_bearer(&challenge.www_authenticate_header) => {
+                    if let Some(sent) = token.as_deref().filter(|_| !refreshed) {
+                        refreshed = true;
+                        if let Some(fresh) = auth.refreshed(sent).await {
+                            token = Some(fresh);
+                            continue;
+                        }
+                    }
+                    if signed_in {
+                        return Err(StreamableHttpError::AuthRequired(challenge));
+                    }
+                    signed_in = true;
+                    token = Some(auth.sign_in(&challenge.www_authenticate_header).await?);
+                }
+                Err(StreamableHttpError::InsufficientScope(challenge)) if step_ups < MAX_STEP_UPS => {
+                    step_ups += 1;
+                    tracing::info!(server = %self.server, "the server asks for more scopes; signing in again");
+                    token = Some(auth.sign_in(&challenge.www_authenticate_header).await?);
+                }
+                outcome => return outcome,
+            }
         }
     }
 
@@ -137,6 +192,16 @@ impl HttpClient {
 
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
+/// Whether a `WWW-Authenticate` value is a Bearer challenge (RFC 6750; the scheme is
+/// case-insensitive).
+fn is_bearer(www_authenticate: &str) -> bool {
+    www_authenticate
+        .trim_start()
+        .split(|c: char| c.is_whitespace() || c == ',')
+        .next()
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer"))
+}
+
 impl StreamableHttpClient for HttpClient {
     type Error = reqwest::Error;
 
@@ -150,8 +215,15 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .client
-            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .authorized(auth_header, |token| {
+                self.client.post_message(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                )
+            })
             .await;
         self.answered(asked, response)
     }
@@ -167,15 +239,16 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .client
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, |token| {
+                self.client.post_message_with_max_sse_event_size(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await;
         self.answered(asked, response)
     }
@@ -191,8 +264,16 @@ impl StreamableHttpClient for HttpClient {
     ) -> HttpResult<StreamableHttpPostResponse> {
         let asked = Asked::of(&message, session_id.is_some());
         let response = self
-            .client
-            .post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits)
+            .authorized(auth_header, |token| {
+                self.client.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
             .await;
         self.answered(asked, response)
     }
@@ -204,9 +285,11 @@ impl StreamableHttpClient for HttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<()> {
-        self.client
-            .delete_session(uri, session_id, auth_header, custom_headers)
-            .await
+        self.authorized(auth_header, |token| {
+            self.client
+                .delete_session(uri.clone(), session_id.clone(), token, custom_headers.clone())
+        })
+        .await
     }
 
     async fn get_stream(
@@ -218,8 +301,15 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<EventStream> {
         let opened = self
-            .client
-            .get_stream(uri, session_id.clone(), last_event_id, auth_header, custom_headers)
+            .authorized(auth_header, |token| {
+                self.client.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                )
+            })
             .await;
         self.stream_opened(session_id.as_ref(), &opened);
         opened
@@ -235,15 +325,16 @@ impl StreamableHttpClient for HttpClient {
         max_sse_event_size: usize,
     ) -> HttpResult<EventStream> {
         let opened = self
-            .client
-            .get_stream_with_max_sse_event_size(
-                uri,
-                session_id.clone(),
-                last_event_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
+            .authorized(auth_header, |token| {
+                self.client.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    max_sse_event_size,
+                )
+            })
             .await;
         self.stream_opened(session_id.as_ref(), &opened);
         opened
@@ -321,6 +412,18 @@ mod tests {
             Ok(StreamableHttpPostResponse::Json(JsonRpcMessage::Error(error), _)) => error.id,
             other => panic!("expected a JSON error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn only_bearer_challenges_start_a_sign_in() {
+        assert!(is_bearer(
+            r#"Bearer resource_metadata="https://h/.well-known/oauth-protected-resource""#
+        ));
+        assert!(is_bearer("bearer"));
+        assert!(is_bearer("  BEARER, error=\"invalid_token\""));
+        assert!(!is_bearer(r#"Basic realm="x""#));
+        assert!(!is_bearer("Bearerish"));
+        assert!(!is_bearer(""));
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   as real servers report them), `sse` the legacy HTTP+SSE transport it falls back to,
 //!   `url_text` how their URLs and errors are shown; every transport registers its spec's
 //!   secrets with `crate::secrets` when it expands the spec, and texts leave here scrubbed;
+//! - `oauth`: signing in to remote servers behind the MCP authorization spec — discovery,
+//!   client identity, browser and loopback callback, refresh and step-up, the token store;
 //! - `client`: the MCP client we present to a server and the handshake every transport ends
 //!   in, below both the transports and `connection`;
 //! - `connection`: one live rmcp client session — open, call with progress routing, re-list
@@ -28,6 +30,7 @@ mod error;
 mod http;
 mod launcher;
 mod lines;
+mod oauth;
 mod process;
 mod process_tree;
 #[cfg(unix)]
@@ -39,8 +42,10 @@ mod supervisor;
 mod url_text;
 
 pub use crate::secrets::scrub as scrub_known;
-pub use client::{ProgressSink, ProgressUpdate};
+pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarder};
 pub use error::UpstreamError;
+pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins};
+pub(crate) use remote::sign_in_now;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.

@@ -1,5 +1,7 @@
 //! Remote servers: streamable HTTP, falling back to the legacy HTTP+SSE transport, over one
-//! reqwest client per server whose redirects stay on the server's origin.
+//! reqwest client per server whose redirects stay on the server's origin. A streamable-HTTP
+//! server without a static `Authorization` header signs in when it answers 401
+//! (`super::oauth`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,11 +13,12 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::StreamableHttpClientTransport;
 use tokio_util::sync::CancellationToken;
 
-use super::client::{handshake, Failure, Session, UpstreamClient};
+use super::client::{handshake, handshake_with, negotiated_lifecycle, Failure, Session, UpstreamClient};
 use super::error::UpstreamError;
 use super::http::HttpClient;
+use super::oauth::Authorizer;
 use super::sse::SseTransport;
-use crate::config::{expand, ServerSpec};
+use crate::config::{expand, ServerSpec, TransportKind};
 use crate::secrets;
 
 /// Longest wait between two attempts to reopen a remote server's event stream.
@@ -28,6 +31,7 @@ pub(super) struct Remote {
     pub url: Url,
     headers: HeaderMap,
     client: reqwest::Client,
+    auth: Option<Arc<Authorizer>>,
 }
 
 impl Remote {
@@ -37,17 +41,41 @@ impl Remote {
         let url = Url::parse(&url).map_err(|e| UpstreamError::spec("url", e))?;
         let (headers, header_secrets) = http_headers(spec)?;
         secrets::register_remote(&spec.name, &url, header_secrets);
+        // A connect waits for a person to sign in for most of its startup budget, keeping
+        // the rest to finish the handshake with the token.
+        let wait = Duration::from_millis(spec.startup_timeout_ms()) * 3 / 4;
+        let auth = (spec.connection.kind == TransportKind::Http && !headers.contains_key(AUTHORIZATION))
+            .then(|| Authorizer::new(&spec.name, &url, spec.connection.oauth.as_ref(), wait))
+            .transpose()?
+            .map(Arc::new);
         Ok(Self {
             server: spec.name.clone(),
             url,
             headers,
             client: http_client()?,
+            auth,
         })
+    }
+
+    /// The same server with sign-ins that wait `wait` for the person (`auth login`).
+    pub fn with_sign_in_wait(mut self, spec: &ServerSpec, wait: Duration) -> Result<Self, UpstreamError> {
+        if self.auth.is_some() {
+            self.auth = Some(Arc::new(Authorizer::new(
+                &spec.name,
+                &self.url,
+                spec.connection.oauth.as_ref(),
+                wait,
+            )?));
+        }
+        Ok(self)
     }
 }
 
-/// Streamable HTTP first; when that fails for a reason other than time or shutdown, the
-/// legacy HTTP+SSE transport on the same URL, in the time left (what the MCP spec asks of
+/// Streamable HTTP first, negotiating the newest protocol both sides speak
+/// (`client::negotiated_lifecycle`); when that fails for a reason other than time, shutdown or
+/// a sign-in, streamable HTTP again with the plain 2025-11-25 `initialize` (some servers
+/// answer the `server/discover` probe as if it were another method), then the legacy
+/// HTTP+SSE transport on the same URL — each in the time left (what the MCP spec asks of
 /// clients that talk to older servers).
 pub(super) async fn open_http(
     remote: &Remote,
@@ -55,14 +83,42 @@ pub(super) async fn open_http(
     timeout: Duration,
     shutdown: &CancellationToken,
 ) -> Result<Session, Failure> {
-    let started = Instant::now();
-    let streamable = handshake(client.clone(), streamable_transport(remote, &client), timeout, shutdown).await;
-    let streamable_error = match streamable {
+    let deadline = Instant::now() + timeout;
+    let transport = streamable_transport(remote, &client);
+    let negotiated = handshake_with(
+        client.clone(),
+        transport,
+        timeout,
+        shutdown,
+        Some(negotiated_lifecycle()),
+    )
+    .await;
+    let negotiated_error = match negotiated {
         Ok(session) => return Ok(session),
         Err(Failure::Handshake(reason)) => reason,
         Err(other) => return Err(other),
     };
-    let deadline = started + timeout;
+    // The server spoke streamable HTTP and asked for a sign-in that did not happen: the
+    // other attempts would only bury why.
+    if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
+        return Err(Failure::Handshake(reason));
+    }
+    if Instant::now() >= deadline || shutdown.is_cancelled() {
+        return Err(Failure::Handshake(negotiated_error));
+    }
+    let left = deadline.saturating_duration_since(Instant::now());
+    let streamable_error = match handshake(client.clone(), streamable_transport(remote, &client), left, shutdown).await
+    {
+        Ok(session) => {
+            tracing::debug!(server = %remote.server, "protocol negotiation failed ({negotiated_error}); initialize worked");
+            return Ok(session);
+        }
+        Err(Failure::Handshake(reason)) => reason,
+        Err(other) => return Err(other),
+    };
+    if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
+        return Err(Failure::Handshake(reason));
+    }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(streamable_error));
     }
@@ -71,6 +127,35 @@ pub(super) async fn open_http(
             "streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}"
         ))),
         outcome => outcome,
+    }
+}
+
+/// Connect `spec` (an http server) once, signing in if it asks, and waiting up to `wait` for
+/// the person in the browser; then close the session. What `auth login` does.
+pub(crate) async fn sign_in_now(spec: &ServerSpec, wait: Duration) -> Result<usize, UpstreamError> {
+    if spec.connection.kind != TransportKind::Http {
+        return Err(UpstreamError::spec("type", "only `http` servers sign in"));
+    }
+    let remote = Remote::new(spec)?.with_sign_in_wait(spec, wait)?;
+    if remote.auth.is_none() {
+        return Err(UpstreamError::spec(
+            "headers.Authorization",
+            "this server sends a fixed Authorization header; remove it to sign in instead",
+        ));
+    }
+    let client = UpstreamClient {
+        server: spec.name.clone(),
+        progress: super::client::ProgressRoutes::default(),
+        relist: Arc::new(tokio::sync::Notify::new()),
+    };
+    let budget = wait + Duration::from_millis(spec.startup_timeout_ms());
+    match open_http(&remote, client, budget, &CancellationToken::new()).await {
+        Ok((service, tools)) => {
+            let _ = service.cancel().await;
+            Ok(tools.len())
+        }
+        Err(Failure::Handshake(reason)) => Err(UpstreamError::handshake(reason)),
+        Err(Failure::Other(error)) => Err(error),
     }
 }
 
@@ -127,7 +212,8 @@ fn streamable_transport(remote: &Remote, client: &UpstreamClient) -> StreamableH
         }
         config.custom_headers.insert(name.clone(), value.clone());
     }
-    let http = HttpClient::new(remote.client.clone(), client.server.clone(), client.relist.clone());
+    let http = HttpClient::new(remote.client.clone(), client.server.clone(), client.relist.clone())
+        .with_auth(remote.auth.clone());
     StreamableHttpClientTransport::with_client(http, config)
 }
 

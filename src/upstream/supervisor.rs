@@ -233,6 +233,15 @@ impl ServerState {
     pub fn word(&self) -> &'static str {
         match self {
             Self::Idle | Self::Draining => "idle",
+            // A person must act (`oauth`), whether or not an attempt is under way meanwhile.
+            Self::Connecting {
+                last_failure: Some(reason),
+            }
+            | Self::Backoff { reason, .. }
+                if reason.starts_with(super::oauth::NEEDS_SIGN_IN) =>
+            {
+                "needs sign-in"
+            }
             Self::Connecting { .. } => "connecting",
             Self::Ready => "connected",
             Self::Backoff { .. } | Self::Failed { .. } => "error",
@@ -617,6 +626,11 @@ impl<C: Connector> Handle<C> {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let outcome = session.call(params, left, progress).await;
         match &outcome {
+            // A sign-in nobody has done yet (`oauth`): the server is out of reach until then.
+            Err(UpstreamError::Closed { detail }) if detail.starts_with(super::oauth::NEEDS_SIGN_IN) => {
+                self.lost(&session, detail.clone());
+                return outcome.map_err(CallError::Connect);
+            }
             Err(UpstreamError::Closed { detail }) => self.lost(&session, detail.clone()),
             Err(UpstreamError::Timeout { .. }) => {
                 if let Some(blocked) = session

@@ -65,6 +65,7 @@ pub fn to_spec(name: &str, value: &Value, base: &Path, env: &Environment) -> Res
         cwd: string(entry, "cwd")?,
         url,
         headers: string_map(entry, "headers")?,
+        oauth: None,
     };
     match transport {
         TransportKind::Stdio if connection.command.is_none() => return Err(Skip::NoLaunch),

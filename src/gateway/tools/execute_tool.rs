@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ProgressNotificationParam, Tool};
-use rmcp::service::RequestContext;
-use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ClientResult, ProgressNotificationParam, ServerRequest, Tool};
+use rmcp::service::{RequestContext, ServiceError};
+use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -54,8 +54,45 @@ impl ExecuteTool {
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
         };
+        // What the server asks its client during the call (elicitation, sampling) goes to ours.
+        let _forwarding = crate::upstream::forward_requests(&self.server, requests_to_client(context));
         engine.execute(&self.server, &self.tool, self.arguments, options).await
     }
+}
+
+/// Forward a downstream server's request to the client, when the client declared the
+/// capability it needs; refuse it with the reason otherwise.
+fn requests_to_client(context: &RequestContext<RoleServer>) -> crate::upstream::RequestForwarder {
+    let peer = context.peer.clone();
+    Arc::new(move |request: ServerRequest| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            let capabilities = peer
+                .peer_info()
+                .map(|info| info.capabilities.clone())
+                .unwrap_or_default();
+            let (declared, what) = match &request {
+                ServerRequest::ElicitRequest(_) => (capabilities.elicitation.is_some(), "elicitation"),
+                ServerRequest::CreateMessageRequest(_) => (capabilities.sampling.is_some(), "sampling"),
+                ServerRequest::ListRootsRequest(_) => (capabilities.roots.is_some(), "roots"),
+                _ => (false, "this request"),
+            };
+            if !declared {
+                return Err(ErrorData::invalid_request(
+                    format!("the gateway's client does not support {what} (it did not declare the capability)"),
+                    None,
+                ));
+            }
+            match peer.send_request(request).await {
+                Ok(answer) => Ok::<ClientResult, ErrorData>(answer),
+                Err(ServiceError::McpError(error)) => Err(error),
+                Err(error) => Err(ErrorData::internal_error(
+                    format!("the gateway's client did not answer: {error}"),
+                    None,
+                )),
+            }
+        })
+    })
 }
 
 /// `timeoutMs` within 1..=[`MAX_TIMEOUT_MS`], or the validation error the model can correct.

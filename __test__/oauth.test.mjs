@@ -1,0 +1,221 @@
+// Servers behind the MCP authorization spec: the gateway signs in (OAuth 2.1 with PKCE and
+// dynamic registration) against a loopback authorization server of ours, with BROWSER set to
+// a script that approves at once (or walks away), then refreshes silently, asks for more
+// scopes when the server says so, reports `needs sign-in` when nobody signs in, and forgets
+// its tokens on `auth logout`. No token ever shows in a log line, an answer, the audit log or
+// a snapshot.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { bin, call, isolatedEnv, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
+
+const browser = join(root, '__test__/fixtures/approve-browser.mjs');
+
+/** The fixture authorization server + protected MCP server; resolves once it listens. */
+async function startOAuthServer(env = {}) {
+  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      const found = /listening (\d+)/.exec(out);
+      if (found) resolve(Number(found[1]));
+    });
+    child.once('exit', (code) => reject(new Error(`oauth fixture exited with ${code}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const admin = async (what) => (await fetch(`${base}/admin/${what}`)).json();
+  return { child, base, url: `${base}/mcp`, admin };
+}
+
+/** A gateway with the protected server `secure` and a stdio `memory` beside it. */
+async function setup({ startupTimeoutMs = 8000 } = {}) {
+  const oauth = await startOAuthServer();
+  const state = tempDir('anygpt-oauth-state-');
+  const cache = tempDir('anygpt-oauth-cache-');
+  const modeFile = join(tempDir(), 'browser-mode');
+  writeFileSync(modeFile, 'approve');
+  const config = writeConfig({
+    discovery: {
+      servers: [
+        { name: 'secure', startupTimeoutMs, timeoutMs: 20000, connection: { type: 'http', url: oauth.url } },
+        referenceServer('memory'),
+      ],
+    },
+  });
+  const env = {
+    ANYGPT_DISCOVERY_STATE_DIR: state,
+    ANYGPT_DISCOVERY_CACHE_DIR: cache,
+    BROWSER: `${JSON.stringify(process.execPath)} ${JSON.stringify(browser)}`,
+    BROWSER_MODE_FILE: modeFile,
+    ANYGPT_LOG: 'debug',
+  };
+  const gateway = await startGateway(config, env);
+  const answers = [];
+  const run = async (server, tool, args = {}) => {
+    const result = await gateway.client.callTool({ name: 'execute_tool', arguments: { server, tool, arguments: args } });
+    answers.push(JSON.stringify(result));
+    return result;
+  };
+  const cli = (...args) => {
+    const done = spawnSync(process.execPath, [bin, '--config', config, ...args], { env: isolatedEnv(env), encoding: 'utf8', timeout: 60000 });
+    answers.push(done.stdout, done.stderr);
+    return done;
+  };
+  const tokenFile = join(state, 'oauth', 'secure.json');
+  const seenTokens = new Set();
+  /** Every token the store holds now (kept for the leak check at the end). */
+  const storedTokens = () => {
+    if (!existsSync(tokenFile)) return [];
+    const stored = JSON.parse(readFileSync(tokenFile, 'utf8'));
+    const tokens = Object.values(stored).flatMap((c) => [c.token_response?.access_token, c.token_response?.refresh_token]).filter(Boolean);
+    tokens.forEach((t) => seenTokens.add(t));
+    return tokens;
+  };
+  const close = async () => {
+    await gateway.client.close();
+    oauth.child.kill();
+  };
+  return { oauth, gateway, run, cli, state, cache, modeFile, tokenFile, storedTokens, seenTokens, answers, close };
+}
+
+/** Every file under `dir` except the token store, as text. */
+function filesUnder(dir, skip) {
+  const out = [];
+  const walk = (d) => {
+    for (const entry of readdirSync(d, { withFileTypes: true })) {
+      const path = join(d, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (path !== skip) out.push([path, readFileSync(path, 'latin1')]);
+    }
+  };
+  if (existsSync(dir)) walk(dir);
+  return out;
+}
+
+test('first sign-in, silent refresh, step-up, revoked refresh token, login and logout; no token leaks', { timeout: 120000 }, async () => {
+  const s = await setup();
+  try {
+    // First use: 401 → discovery → dynamic registration → browser → PKCE code → token.
+    const first = await s.run('secure', 'whoami');
+    assert.equal(first.isError, undefined, JSON.stringify(first));
+    assert.equal(first.content[0].text, 'signed-in user');
+    let stats = await s.oauth.admin('stats');
+    assert.equal(stats.registrations, 1);
+    assert.equal(stats.codeGrants, 1);
+    assert.equal(stats.scopesAsked[0], 'read', 'the scope named by the 401 challenge');
+    assert.equal(s.storedTokens().length, 2);
+    if (process.platform !== 'win32') assert.equal(statSync(s.tokenFile).mode & 0o777, 0o600);
+
+    // The access token expires: refreshed silently, no second sign-in.
+    await s.oauth.admin('expire');
+    const refreshed = await s.run('secure', 'whoami');
+    assert.equal(refreshed.content[0].text, 'signed-in user', JSON.stringify(refreshed));
+    stats = await s.oauth.admin('stats');
+    assert.equal(stats.refreshGrants, 1);
+    assert.equal(stats.authorizations, 1);
+    s.storedTokens();
+
+    // A tool that needs more scope: 403 insufficient_scope → sign in again for `read admin`.
+    const admin = await s.run('secure', 'admin_report');
+    assert.equal(admin.content[0].text, 'admin report', JSON.stringify(admin));
+    stats = await s.oauth.admin('stats');
+    assert.equal(stats.authorizations, 2);
+    assert.equal(stats.scopesAsked.at(-1), 'read admin');
+    s.storedTokens();
+
+    // The refresh token is revoked and nobody signs in: `needs sign-in` with the fix, while
+    // the other server works on.
+    writeFileSync(s.modeFile, 'ignore');
+    await s.oauth.admin('revoke');
+    const refused = await s.run('secure', 'whoami');
+    assert.equal(refused.isError, true);
+    const refusal = JSON.parse(refused.content[0].text).error;
+    assert.equal(refusal.code, 'SERVER_CONNECTION_ERROR');
+    assert.match(refusal.message, /needs sign-in/);
+    assert.match(refusal.message, /anygpt-discovery auth login secure/);
+    const memory = await s.run('memory', 'read_graph');
+    assert.equal(memory.isError, undefined, JSON.stringify(memory));
+    // The reconnect waits for the sign-in part of its startup budget, then says why.
+    let secure;
+    for (const until = Date.now() + 20000; Date.now() < until; await new Promise((r) => setTimeout(r, 250))) {
+      const { body } = await call(s.gateway.client, 'list_mcp_servers');
+      secure = body.servers.find((x) => x.name === 'secure');
+      if (secure.status === 'needs sign-in') break;
+    }
+    assert.equal(secure.status, 'needs sign-in', JSON.stringify(secure));
+    assert.match(secure.error ?? JSON.stringify(secure), /auth login secure/);
+
+    // `auth login` from a terminal fixes it; the running gateway picks the tokens up.
+    writeFileSync(s.modeFile, 'approve');
+    const login = s.cli('auth', 'login', 'secure');
+    assert.equal(login.status, 0, login.stderr);
+    assert.match(login.stdout, /secure: signed in/);
+    s.storedTokens();
+    let again;
+    const deadline = Date.now() + 30000;
+    do {
+      again = await s.run('secure', 'whoami');
+      if (!again.isError) break;
+      await new Promise((r) => setTimeout(r, 500));
+    } while (Date.now() < deadline);
+    assert.equal(again.content[0].text, 'signed-in user', JSON.stringify(again));
+    s.storedTokens();
+
+    const status = s.cli('auth', 'status');
+    assert.equal(status.status, 0, status.stderr);
+    assert.match(status.stdout, /secure: signed in/);
+
+    const logout = s.cli('auth', 'logout', 'secure');
+    assert.equal(logout.status, 0, logout.stderr);
+    assert.equal(existsSync(s.tokenFile), false);
+    assert.match(s.cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
+  } finally {
+    await s.close();
+  }
+  // The bytes of every token the store ever held: in no log line (debug), answer, audit line,
+  // snapshot or other file.
+  assert.ok(s.seenTokens.size >= 4, `tokens seen: ${s.seenTokens.size}`);
+  const texts = [
+    ['gateway stderr', s.gateway.stderr()],
+    ...s.answers.map((a, i) => [`answer ${i}`, a]),
+    ...filesUnder(s.state, s.tokenFile),
+    ...filesUnder(s.cache, null),
+  ];
+  assert.ok(texts.some(([where]) => where.includes('audit')), 'the audit log was checked');
+  for (const token of s.seenTokens) {
+    for (const [where, text] of texts) {
+      assert.ok(!text.includes(token), `a token leaked into ${where}`);
+    }
+  }
+});
+
+test('a 401 with another scheme than Bearer is reported as it is, and no browser opens', async () => {
+  const { createServer } = await import('node:http');
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(401, { 'www-authenticate': 'Basic realm="corp"' }).end('no'));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const opened = join(tempDir(), 'browser-opened');
+  const config = writeConfig({
+    discovery: { servers: [{ name: 'basic', startupTimeoutMs: 3000, connection: { type: 'http', url: `http://127.0.0.1:${server.address().port}/mcp` } }] },
+  });
+  const gateway = await startGateway(config, { BROWSER: `touch ${JSON.stringify(opened)}` });
+  try {
+    const result = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'basic', tool: 'x', arguments: {} } });
+    assert.equal(result.isError, true);
+    const text = result.content[0].text;
+    assert.match(text, /401 Unauthorized \(Basic realm=\\?"corp\\?"\)/, text);
+    assert.doesNotMatch(text, /sign-in/);
+    assert.equal(existsSync(opened), false, 'no browser was opened');
+  } finally {
+    await gateway.client.close();
+    server.close();
+  }
+});

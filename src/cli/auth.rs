@@ -1,0 +1,145 @@
+//! `anygpt-discovery auth login|status|logout [server]`: sign in to a server that needs it
+//! from a terminal, see which servers hold a sign-in, and forget one.
+//!
+//! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
+//! browser (or prints the address) and waits for it; the tokens land in the token store the
+//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. No token
+//! text is ever printed. Exit codes: 0 done, 1 bad arguments or config or a failed sign-in,
+//! 2 no such server.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use super::{exit, output};
+use crate::config::{Config, ServerSpec, TransportKind};
+
+/// How long `auth login` waits for the person to finish in the browser.
+const LOGIN_WAIT: Duration = Duration::from_secs(5 * 60);
+
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    #[command(subcommand)]
+    action: AuthAction,
+}
+
+#[derive(Debug, Subcommand)]
+enum AuthAction {
+    /// Sign in to a server (opens the browser; BROWSER picks which).
+    Login { server: String },
+    /// Which servers hold a sign-in (all http servers, or one).
+    Status { server: Option<String> },
+    /// Forget a server's tokens.
+    Logout { server: String },
+}
+
+pub async fn run(args: AuthArgs, config: &Config) -> i32 {
+    match args.action {
+        AuthAction::Login { server } => match find(config, &server) {
+            Ok(spec) => login(spec).await,
+            Err(code) => code,
+        },
+        AuthAction::Status { server } => status(config, server.as_deref()),
+        AuthAction::Logout { server } => match find(config, &server) {
+            Ok(spec) => logout(spec),
+            Err(code) => code,
+        },
+    }
+}
+
+fn find<'c>(config: &'c Config, name: &str) -> Result<&'c ServerSpec, i32> {
+    config.servers().iter().find(|s| s.name == name).ok_or_else(|| {
+        let http: Vec<&str> = http_servers(config).map(|s| s.name.as_str()).collect();
+        eprintln!(
+            "error: no server named `{name}` in the config; http servers: {}",
+            if http.is_empty() {
+                "none".to_owned()
+            } else {
+                http.join(", ")
+            }
+        );
+        exit::NOT_FOUND
+    })
+}
+
+fn http_servers(config: &Config) -> impl Iterator<Item = &ServerSpec> {
+    config
+        .servers()
+        .iter()
+        .filter(|s| s.connection.kind == TransportKind::Http)
+}
+
+async fn login(spec: &ServerSpec) -> i32 {
+    match crate::upstream::sign_in_now(spec, LOGIN_WAIT).await {
+        Ok(tools) => {
+            output::print(&format!("{}: signed in; {tools} tool(s) listed\n", spec.name));
+            exit::OK
+        }
+        Err(error) => {
+            eprintln!("error: {}: {error}", spec.name);
+            exit::BAD_INPUT
+        }
+    }
+}
+
+fn status(config: &Config, only: Option<&str>) -> i32 {
+    let servers: Vec<&ServerSpec> = http_servers(config)
+        .filter(|s| only.is_none_or(|o| s.name == o))
+        .collect();
+    if servers.is_empty() {
+        eprintln!(
+            "error: {}",
+            only.map_or("no http servers in the config".to_owned(), |o| format!(
+                "no http server named `{o}`"
+            ))
+        );
+        return exit::NOT_FOUND;
+    }
+    let mut text = String::new();
+    for spec in servers {
+        let stored = crate::upstream::stored_sign_ins(&spec.name);
+        let line = match stored.iter().find(|s| s.has_token) {
+            Some(sign_in) => format!(
+                "{}: signed in ({}{}{})",
+                spec.name,
+                sign_in.resource,
+                if sign_in.has_refresh_token {
+                    ", refreshes by itself"
+                } else {
+                    ""
+                },
+                if sign_in.scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(", scopes: {}", sign_in.scopes.join(" "))
+                },
+            ),
+            None if crate::upstream::sign_in_waiting(&spec.name) => format!("{}: waiting for the browser", spec.name),
+            None => format!(
+                "{}: not signed in (run `anygpt-discovery auth login {}` if it needs it)",
+                spec.name, spec.name
+            ),
+        };
+        text.push_str(&line);
+        text.push('\n');
+    }
+    output::print(&text);
+    exit::OK
+}
+
+fn logout(spec: &ServerSpec) -> i32 {
+    match crate::upstream::forget_sign_in(&spec.name) {
+        Ok(true) => {
+            output::print(&format!("{}: signed out (its tokens are deleted)\n", spec.name));
+            exit::OK
+        }
+        Ok(false) => {
+            output::print(&format!("{}: was not signed in\n", spec.name));
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {}: cannot delete its tokens: {e}", spec.name);
+            exit::BAD_INPUT
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! Signing in to remote servers that sit behind the MCP authorization spec (OAuth 2.1).
+//!
+//! Built on rmcp's `auth` feature, which owns the protocol: protected-resource metadata from
+//! the 401's `WWW-Authenticate` (`resource_metadata`) or the well-known paths (RFC 9728),
+//! authorization-server metadata (RFC 8414, then `OpenID` discovery, then the 2025-03-26 root
+//! endpoints) with issuer checks, the client identity in the spec's order (a pre-registered
+//! `clientId`/`clientSecret`, a Client ID Metadata Document, dynamic registration RFC 7591),
+//! PKCE S256, `resource` (RFC 8707) in every authorization and token request, scope
+//! selection (the challenge's, else `scopes_supported`, else none), `client_secret_basic` /
+//! `client_secret_post` / `none`, refresh, and the client-credentials grant.
+//!
+//! What is ours: when to sign in and how a person does it. [`Authorizer`] is one server's
+//! sign-in state. Requests carry its token; a 401 refreshes the token silently once, then
+//! starts a sign-in; a 403 `insufficient_scope` signs in again for the scopes it names, at
+//! most [`MAX_STEP_UPS`] times per request. A sign-in opens the browser (`browser`) and
+//! waits for the loopback callback in the background for [`SIGN_IN_WINDOW`]; the connect or
+//! call that needed it waits only part of its own time limit, then fails with a
+//! [`NEEDS_SIGN_IN`] error naming the command that fixes it, and the next attempt picks up
+//! the sign-in the person finished meanwhile. Tokens live in `store` (0600, per server and
+//! resource), registered as secrets of their server.
+//!
+//! rmcp's `AuthClient` (its transport wrapper) is not used: it refreshes on a 401 but leaves
+//! sign-in and step-up to the caller, and ours must sit inside our own HTTP client
+//! (`upstream::http`) anyway, whose session rules it would otherwise bypass.
+
+mod browser;
+mod store;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reqwest::Url;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig,
+    CredentialStore, OAuthClientConfig,
+};
+use tokio::sync::watch;
+
+use super::error::UpstreamError;
+use crate::config::{expand, OAuthGrant, OAuthSpec};
+
+pub(crate) use store::TokenStore;
+
+/// What a server's status and errors start with while it waits for a person to sign in.
+pub(crate) const NEEDS_SIGN_IN: &str = "needs sign-in";
+
+/// How long the loopback listener of one sign-in waits for the browser.
+const SIGN_IN_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+/// Sign-ins for more scopes (403 `insufficient_scope`) one request may start: a server that
+/// asks again after each one would otherwise loop.
+pub(crate) const MAX_STEP_UPS: usize = 2;
+
+/// The redirect URI given to a client configured only to refresh or exchange credentials:
+/// neither sends it, and rmcp's client type needs one.
+const UNUSED_REDIRECT: &str = "http://127.0.0.1/callback";
+
+/// `connection.oauth` with `${VAR}`s expanded.
+#[derive(Clone, Default)]
+struct Settings {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    client_metadata_url: Option<String>,
+    client_name: Option<String>,
+    scopes: Vec<String>,
+    grant: OAuthGrant,
+    redirect_port: Option<u16>,
+}
+
+impl Settings {
+    fn from_spec(spec: Option<&OAuthSpec>) -> Result<Self, UpstreamError> {
+        let Some(spec) = spec else { return Ok(Self::default()) };
+        let expand = |field: &str, value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| expand::expand_env(v).map_err(|e| UpstreamError::spec(format!("oauth.{field}"), e)))
+                .transpose()
+        };
+        Ok(Self {
+            client_id: expand("clientId", &spec.client_id)?,
+            client_secret: expand("clientSecret", &spec.client_secret)?,
+            client_metadata_url: spec.client_metadata_url.clone(),
+            client_name: spec.client_name.clone(),
+            scopes: spec.scopes.clone(),
+            grant: spec.grant,
+            redirect_port: spec.redirect_port,
+        })
+    }
+}
+
+/// One server's sign-in: its token store, the authorization manager holding the client
+/// configured for it, and how long a request may wait for a person.
+pub(crate) struct Authorizer {
+    server: String,
+    resource: Url,
+    settings: Settings,
+    store: TokenStore,
+    manager: tokio::sync::Mutex<Option<AuthorizationManager>>,
+    /// Whether the token store was read for this server already: most servers never sign in,
+    /// and their requests must not read a file each. A sign-in (ours, or `auth login`'s,
+    /// found by the next connect) fills `manager`.
+    store_read: std::sync::atomic::AtomicBool,
+    /// Held while deciding whether to start a sign-in, so concurrent 401s start one.
+    starting: tokio::sync::Mutex<()>,
+    wait: Duration,
+    /// Why the last sign-in did not give a token (read by the connect that needed it).
+    failure: Mutex<Option<String>>,
+}
+
+impl Authorizer {
+    /// `wait`: how long a request that needs a sign-in waits for it before it fails with
+    /// [`NEEDS_SIGN_IN`] (the sign-in itself goes on for [`SIGN_IN_WINDOW`]).
+    pub(crate) fn new(
+        server: &str,
+        url: &Url,
+        spec: Option<&OAuthSpec>,
+        wait: Duration,
+    ) -> Result<Self, UpstreamError> {
+        let settings = Settings::from_spec(spec)?;
+        if let Some(secret) = &settings.client_secret {
+            crate::secrets::register(server, [secret.clone()]);
+        }
+        Ok(Self {
+            server: server.to_owned(),
+            resource: url.clone(),
+            settings,
+            store: TokenStore::new(server, &resource_key(url)),
+            manager: tokio::sync::Mutex::default(),
+            store_read: std::sync::atomic::AtomicBool::new(false),
+            starting: tokio::sync::Mutex::default(),
+            wait,
+            failure: Mutex::default(),
+        })
+    }
+
+    /// The access token to send, refreshed first when it expired; `None` before any sign-in
+    /// (the request goes out without one and the server's 401 starts the sign-in).
+    pub(crate) async fn token(&self) -> Result<Option<String>, AuthError> {
+        let mut slot = self.manager.lock().await;
+        if slot.is_none() && !self.store_read.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            *slot = self.manager_from_store().await?;
+        }
+        let Some(manager) = slot.as_ref() else { return Ok(None) };
+        match manager.get_access_token().await {
+            Ok(token) => Ok(Some(token)),
+            Err(AuthError::AuthorizationRequired) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A fresh token after the server refused `rejected`: one silent refresh.
+    pub(crate) async fn refreshed(&self, rejected: &str) -> Option<String> {
+        let slot = self.manager.lock().await;
+        let manager = slot.as_ref()?;
+        if let Err(error) = manager.refresh_token().await {
+            tracing::info!(server = %self.server, "the refresh token was not accepted ({error}); signing in again");
+            return None;
+        }
+        manager.get_access_token().await.ok().filter(|fresh| fresh != rejected)
+    }
+
+    /// Sign in as the server's `challenge` (its `WWW-Authenticate`) asks, waiting up to
+    /// this authorizer's wait for the person; the token on success.
+    pub(crate) async fn sign_in(&self, challenge: &str) -> Result<String, AuthError> {
+        let outcome = self.sign_in_inner(challenge).await;
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = outcome.as_ref().err().map(auth_error_text);
+        outcome
+    }
+
+    /// Why the last sign-in failed, once.
+    pub(crate) fn take_failure(&self) -> Option<String> {
+        self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    async fn sign_in_inner(&self, challenge: &str) -> Result<String, AuthError> {
+        let pending = {
+            let _starting = self.starting.lock().await;
+            match pending_for(&self.server) {
+                Some(pending) => pending,
+                None => self.start(challenge).await?,
+            }
+        };
+        match tokio::time::timeout(self.wait, pending.finished()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err(AuthError::AuthorizationFailed(reason)),
+            Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
+        }
+        let mut slot = self.manager.lock().await;
+        *slot = self.manager_from_store().await?;
+        let manager = slot.as_ref().ok_or(AuthError::AuthorizationRequired)?;
+        manager.get_access_token().await
+    }
+
+    /// A manager for this server with the store's credentials, or `None` without any.
+    async fn manager_from_store(&self) -> Result<Option<AuthorizationManager>, AuthError> {
+        let stored = self.store.load().await?;
+        if stored.is_none_or(|s| s.token_response.is_none()) {
+            return Ok(None);
+        }
+        let mut manager = self.new_manager().await?;
+        if !manager.initialize_from_store().await? {
+            return Ok(None);
+        }
+        // The store keeps the client id only; a confidential client refreshes with its secret.
+        if let (Some(id), Some(secret)) = (&self.settings.client_id, &self.settings.client_secret) {
+            manager.configure_client(
+                OAuthClientConfig::new(id.clone(), UNUSED_REDIRECT).with_client_secret(secret.clone()),
+            )?;
+        }
+        Ok(Some(manager))
+    }
+
+    async fn new_manager(&self) -> Result<AuthorizationManager, AuthError> {
+        // Private addresses allowed: company servers sign in at `sso.corp` (10.x). rmcp still
+        // refuses link-local and metadata-service hosts, and loopback unless the server is.
+        let mut manager = AuthorizationManager::new_allowing_private_addresses(self.resource.as_str()).await?;
+        manager.set_credential_store(self.store.clone());
+        Ok(manager)
+    }
+
+    /// Discover, identify the client and begin the grant: the client-credentials exchange
+    /// at once, or the browser and a background wait for its callback.
+    async fn start(&self, challenge: &str) -> Result<Arc<Pending>, AuthError> {
+        let mut manager = self.new_manager().await?;
+        let resolution = manager.resolve_metadata_from_challenge(Some(challenge)).await?;
+        manager.set_metadata(resolution.metadata);
+        if self.settings.grant == OAuthGrant::ClientCredentials {
+            self.client_credentials(&mut manager).await?;
+            return Ok(Arc::new(Pending::finished_ok()));
+        }
+        let listener = browser::Listener::bind(self.settings.redirect_port)
+            .await
+            .map_err(|e| AuthError::InternalError(format!("cannot listen on 127.0.0.1 for the sign-in: {e}")))?;
+        let session = AuthorizationSession::new(manager, self.request(&listener.redirect_uri, challenge))
+            .await
+            .map_err(|(_, error)| error)?;
+        let url = session.get_authorization_url().to_owned();
+        let state = Url::parse(&url)
+            .ok()
+            .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
+            .ok_or_else(|| AuthError::InternalError("the authorization URL has no state".into()))?;
+        browser::open(&url, &self.server);
+        let (done, finished) = watch::channel(None);
+        let pending = Arc::new(Pending { finished });
+        register_pending(&self.server, &pending);
+        let server = self.server.clone();
+        let registered = pending.clone();
+        tokio::spawn(async move {
+            let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "nobody signed in to {server} within {} minutes",
+                        SIGN_IN_WINDOW.as_secs() / 60
+                    ))
+                });
+            if let Err(reason) = &outcome {
+                tracing::warn!(%server, "sign-in failed: {reason}");
+            } else {
+                tracing::info!(%server, "signed in");
+            }
+            unregister_pending(&server, &registered);
+            let _ = done.send(Some(outcome));
+        });
+        Ok(pending)
+    }
+
+    fn request(&self, redirect_uri: &str, challenge: &str) -> AuthorizationRequest {
+        let settings = &self.settings;
+        let mut request = AuthorizationRequest::new(redirect_uri)
+            .with_client_name(
+                settings
+                    .client_name
+                    .clone()
+                    .unwrap_or_else(|| "anygpt-discovery".into()),
+            )
+            .with_challenge(challenge);
+        request = if settings.scopes.is_empty() {
+            request.with_initial_scope_selection()
+        } else {
+            request.with_scopes(settings.scopes.clone())
+        };
+        if let Some(id) = &settings.client_id {
+            request = request.with_preregistered_client(id.clone());
+        }
+        if let Some(secret) = &settings.client_secret {
+            request = request.with_client_secret(secret.clone());
+        }
+        if let Some(url) = &settings.client_metadata_url {
+            request = request.with_client_metadata_url(url.clone());
+        }
+        request
+    }
+
+    async fn client_credentials(&self, manager: &mut AuthorizationManager) -> Result<(), AuthError> {
+        let (Some(client_id), Some(client_secret)) = (&self.settings.client_id, &self.settings.client_secret) else {
+            return Err(AuthError::InternalError(
+                "the client-credentials grant needs clientId and clientSecret".into(),
+            ));
+        };
+        let config = ClientCredentialsConfig::ClientSecret {
+            client_id: client_id.clone(),
+            client_secret: client_secret.clone(),
+            scopes: self.settings.scopes.clone(),
+            resource: Some(self.resource.to_string()),
+        };
+        manager.configure_client_credentials(&config)?;
+        manager.exchange_client_credentials(&config).await?;
+        Ok(())
+    }
+}
+
+/// The browser's callback, then the code exchanged for tokens (saved by the manager).
+async fn complete(
+    listener: browser::Listener,
+    session: AuthorizationSession,
+    state: String,
+    server: &str,
+) -> Result<(), String> {
+    match listener.callback(&state, server).await {
+        browser::Callback::Code { code, state, issuer } => session
+            .handle_callback_with_issuer(&code, &state, issuer.as_deref())
+            .await
+            .map(|_| ())
+            .map_err(|e| auth_error_text(&e)),
+        browser::Callback::Refused(why) => Err(format!("the authorization server refused the sign-in: {why}")),
+    }
+}
+
+/// The text of an auth error as a person reads it, scrubbed (a token endpoint's error body
+/// may quote what we sent).
+pub(crate) fn auth_error_text(error: &AuthError) -> String {
+    let text = match error {
+        // Our own texts, whole.
+        AuthError::AuthorizationFailed(text) if text.starts_with(NEEDS_SIGN_IN) => text.clone(),
+        AuthError::AuthorizationRequired => "the server needs a sign-in".to_owned(),
+        other => other.to_string(),
+    };
+    crate::secrets::scrub(&text).into_owned()
+}
+
+/// What a server waiting for a person says, with the one command that fixes it.
+pub(crate) fn needs_sign_in_text(server: &str) -> String {
+    format!(
+        "{NEEDS_SIGN_IN}: sign in to {server} in the browser window the gateway opened (its address is on the \
+         gateway's stderr), or run `anygpt-discovery auth login {server}`"
+    )
+}
+
+/// The key a server's tokens are kept under: its URL without query or fragment (the
+/// resource the tokens are for, RFC 8707).
+fn resource_key(url: &Url) -> String {
+    let mut resource = url.clone();
+    resource.set_query(None);
+    resource.set_fragment(None);
+    resource.to_string()
+}
+
+/// A sign-in waiting for the browser, shared by every request that needs it.
+pub(crate) struct Pending {
+    finished: watch::Receiver<Option<Result<(), String>>>,
+}
+
+impl Pending {
+    fn finished_ok() -> Self {
+        let (_, finished) = watch::channel(Some(Ok(())));
+        Self { finished }
+    }
+
+    async fn finished(&self) -> Result<(), String> {
+        let mut finished = self.finished.clone();
+        let outcome = finished.wait_for(Option::is_some).await;
+        match outcome {
+            Ok(value) => value.clone().unwrap_or(Ok(())),
+            Err(_) => Err("the sign-in ended".to_owned()),
+        }
+    }
+}
+
+/// Sign-ins waiting for a browser, by server: a reconnect or a second request joins the one
+/// already open instead of opening another window.
+static PENDING: Mutex<Option<HashMap<String, Arc<Pending>>>> = Mutex::new(None);
+
+fn pending_for(server: &str) -> Option<Arc<Pending>> {
+    PENDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .and_then(|m| m.get(server).cloned())
+}
+
+/// Whether `server` has a sign-in waiting for the browser.
+pub(crate) fn is_waiting(server: &str) -> bool {
+    pending_for(server).is_some()
+}
+
+fn register_pending(server: &str, pending: &Arc<Pending>) {
+    PENDING
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashMap::new)
+        .insert(server.to_owned(), pending.clone());
+}
+
+fn unregister_pending(server: &str, pending: &Arc<Pending>) {
+    let mut map = PENDING.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(map) = map.as_mut() {
+        if map.get(server).is_some_and(|p| Arc::ptr_eq(p, pending)) {
+            map.remove(server);
+        }
+    }
+}
+
+/// What the token store holds for `server`: (resource, issuer, whether a refresh token is
+/// kept, seconds since the tokens were issued) per resource. No token text.
+pub(crate) fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
+    TokenStore::resources(server)
+        .into_iter()
+        .map(|(resource, credentials)| {
+            let fields = credentials
+                .token_response
+                .as_ref()
+                .and_then(|t| serde_json::to_value(t).ok())
+                .unwrap_or_default();
+            StoredSignIn {
+                resource,
+                has_token: fields.get("access_token").is_some(),
+                has_refresh_token: fields.get("refresh_token").is_some(),
+                scopes: credentials.granted_scopes.clone(),
+            }
+        })
+        .collect()
+}
+
+/// One resource's sign-in as `auth status` shows it.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredSignIn {
+    pub resource: String,
+    pub has_token: bool,
+    pub has_refresh_token: bool,
+    pub scopes: Vec<String>,
+}
+
+/// Forget `server`'s tokens; whether it had any.
+pub(crate) fn forget(server: &str) -> std::io::Result<bool> {
+    TokenStore::forget_server(server)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_kept_per_resource_without_query_or_fragment() {
+        let url = Url::parse("https://mcp.example.com/v1/mcp?tenant=a#x").unwrap();
+        assert_eq!(resource_key(&url), "https://mcp.example.com/v1/mcp");
+    }
+
+    #[test]
+    fn the_needs_sign_in_text_names_the_command_that_fixes_it() {
+        let text = needs_sign_in_text("linear");
+        assert!(text.starts_with(NEEDS_SIGN_IN));
+        assert!(text.contains("`anygpt-discovery auth login linear`"));
+        // Kept whole when it travels as an auth error.
+        assert_eq!(auth_error_text(&AuthError::AuthorizationFailed(text.clone())), text);
+    }
+
+    #[test]
+    fn a_client_secret_from_the_config_is_a_secret_of_its_server() {
+        let spec = OAuthSpec {
+            client_id: Some("client-1".into()),
+            client_secret: Some("a-very-private-client-secret".into()),
+            ..OAuthSpec::default()
+        };
+        let url = Url::parse("https://mcp.example.com/mcp").unwrap();
+        let _ = Authorizer::new("oauth-secret-test", &url, Some(&spec), Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            crate::secrets::scrub("got a-very-private-client-secret back"),
+            "got *** back"
+        );
+    }
+}
