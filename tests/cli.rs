@@ -773,6 +773,25 @@ fn colours_and_progress_on_a_terminal_only() {
         assert!(!has_colour(&tty), "{plain:?} coloured:\n{tty:?}");
     }
 
+    // What execute prints while servers connect goes above the spinner, not into its line;
+    // `-` on a terminal says it waits for the arguments.
+    let execute = [
+        "--config",
+        config.to_str().unwrap(),
+        "execute",
+        "everything",
+        "echo",
+        "-",
+    ];
+    let tty = on_a_terminal(&execute, &[]);
+    let at = tty.find("Executing:").unwrap_or_else(|| panic!("{tty:?}"));
+    let before = tty[..at].trim_end_matches("\u{1b}[1m");
+    assert!(
+        before.is_empty() || before.ends_with('\n') || before.ends_with('\r') || before.ends_with("\u{1b}[2K"),
+        "the header is written into the spinner's line: {tty:?}"
+    );
+    assert!(tty.contains("reading the arguments from stdin"), "{tty:?}");
+
     let piped = demo_run(&["search", "echo", "--limit", "1"]);
     assert!(!piped.stdout.contains('\u{1b}') && !piped.stderr.contains('\u{1b}'));
     assert!(!piped.stderr.contains("13 tools"), "{}", piped.stderr);

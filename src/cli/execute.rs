@@ -5,7 +5,7 @@
 //! 2 server or tool not found, 3 the call failed (the server's own `isError` too), 4 disabled
 //! by toolRules; Ctrl-C cancels the call downstream and exits 130 (`cli::run_command`).
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -71,6 +71,11 @@ enum ArgsError {
 }
 
 impl ExecuteArgs {
+    /// Whether the arguments come from stdin (`-` or `--args-file -`).
+    fn reads_stdin(&self) -> bool {
+        self.stdin.is_some() || self.args_file.as_ref().is_some_and(|path| path.as_os_str() == "-")
+    }
+
     /// The arguments from wherever they were given; `None` when not given.
     fn arguments(&self) -> Result<Option<Value>, ArgsError> {
         let (from, text) = if let Some(text) = &self.args {
@@ -124,6 +129,13 @@ struct Executed<'a> {
 
 pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
     let ui = &ctx.ui;
+    if args.reads_stdin() && std::io::stdin().is_terminal() && !ui.quiet {
+        // Otherwise a terminal just waits, and the user wonders what for.
+        super::output::eprint(
+            "reading the arguments from stdin: type a JSON object, then Ctrl-D\n",
+            ui.err,
+        );
+    }
     let arguments = match args.arguments() {
         Ok(arguments) => arguments,
         Err(e) => return report_error(&args.server, &args.tool, &Error::validation(e.to_string()), ui),

@@ -17,8 +17,12 @@ use style::Paint;
 /// Write `text` to stdout as is (a JSON document, a completion script). A closed pipe
 /// (`… | head`) is not an error worth a panic.
 pub fn print(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    // Stdout and the indicator on stderr share one terminal: clear the spinner for the write
+    // (`execute` prints its header while servers still connect).
+    super::progress::suspended(|| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    });
 }
 
 /// Write human text to stdout, made safe for a terminal ([`terminal::safe`]): it quotes
@@ -30,8 +34,10 @@ pub fn print_human(text: &str, paint: Paint) {
 /// Write human text to stderr, made safe for a terminal like [`print_human`].
 pub fn eprint(text: &str, paint: Paint) {
     let text = terminal::safe(text, paint.enabled);
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+    super::progress::suspended(|| {
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+    });
 }
 
 /// How this run prints: JSON or human, colours, width.
