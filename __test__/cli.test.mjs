@@ -37,6 +37,31 @@ describe('runCli', () => {
     assert.match(disabled.stderr, /Code: TOOL_DISABLED/);
   });
 
+  test('--json gives one error document on stdout for a refused command line and a bad --args, through Node too', () => {
+    const refused = runCliInNode(['list', '--bogus', '--json']);
+    assert.equal(refused.status, 1);
+    assert.equal(refused.stdout.trim().split('\n').length, 1, refused.stdout);
+    assert.equal(JSON.parse(refused.stdout).error.code, 'VALIDATION_ERROR');
+    assert.match(refused.stderr, /unexpected argument '--bogus'/);
+    const badArgs = runBin(['execute', 'everything', 'echo', '--args', '{bad', '--json', '--config', demoConfig]);
+    assert.equal(badArgs.status, 1, badArgs.stderr);
+    const body = JSON.parse(badArgs.stdout);
+    assert.equal(body.success, false);
+    assert.equal(body.error.code, 'VALIDATION_ERROR');
+  });
+
+  test("a tool result's escape sequences reach the terminal as plain text, and --json keeps them", () => {
+    const message = 'a\u001b[2Jb\u001b]0;pwned\u0007c\rEVIL\u202efed';
+    const args = JSON.stringify({ message });
+    const human = runCliInNode(['execute', 'everything', 'echo', '--args', args, '--config', demoConfig]);
+    assert.equal(human.status, 0, human.stderr);
+    assert.match(human.stdout, /Echo: abc\nEVILfed/);
+    assert.doesNotMatch(human.stdout, /[\u001b\u0007\u202e]|\r(?!\n)/);
+    const json = runCliInNode(['execute', 'everything', 'echo', '--args', args, '--json', '--config', demoConfig]);
+    assert.equal(JSON.parse(json.stdout).result.content[0].text, `Echo: ${message}`);
+    assert.doesNotMatch(json.stdout, /[\u001b\u0007\u202e]/);
+  });
+
   test('a TS config is evaluated for the commands, and a broken one is a configuration error (2)', () => {
     const dir = tempDir('anygpt-discovery-cli-ts-');
     mkdirSync(join(dir, '.anygpt'));

@@ -131,7 +131,7 @@ fn search_human_json_and_nothing_found() {
     insta::assert_snapshot!("search_none", none.stdout);
     let bad = demo_run(&["search", "x", "--limit", "0"]);
     assert_eq!(bad.code, 1, "{}", bad.stderr);
-    assert!(bad.stderr.starts_with("error: VALIDATION_ERROR: "), "{}", bad.stderr);
+    assert!(bad.stderr.contains("0 is not in 1..=100"), "{}", bad.stderr);
 }
 
 #[test]
@@ -179,6 +179,158 @@ fn execute_succeeds_with_exit_0() {
     ]);
     assert_eq!(json.code, 0);
     insta::assert_snapshot!("execute_json", pretty(&json.json()));
+}
+
+/// Whether `text` holds an escape sequence other than SGR colour codes (`ESC [ … m`), or a
+/// control character a terminal acts on (a lone `\r`, backspace, bell, C1 CSI), or a bidi
+/// control.
+fn acts_on_a_terminal(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    chars.iter().enumerate().any(|(i, &c)| match c {
+        '\u{1b}' => {
+            let rest: String = chars[i + 1..].iter().take(12).collect();
+            let sgr = rest.strip_prefix('[').is_some_and(|body| {
+                let end = body.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+                end.is_some_and(|at| body[at..].starts_with('m'))
+            });
+            !sgr
+        }
+        '\r' => chars.get(i + 1) != Some(&'\n'),
+        '\u{7}' | '\u{8}' | '\u{9b}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => true,
+        _ => false,
+    })
+}
+
+/// What a server sends back is shown, not obeyed: a tool result holding escape sequences
+/// (clear screen, window title, clipboard write, hyperlink), a carriage return that would
+/// overwrite the line and a bidi override reaches the terminal as plain text; `--json` keeps
+/// every character, the ones a terminal acts on as `\uXXXX`.
+#[test]
+fn tool_results_cannot_take_over_the_terminal() {
+    let hostile = "a\u{1b}[2Jb\u{1b}]0;pwned\u{7}c\u{1b}]52;c;ZXZpbA==\u{7}d\u{1b}]8;;http://x\u{7}e\u{1b}]8;;\u{7}\rEVIL\u{202e}fed\u{9b}2J";
+    let args = serde_json::json!({ "message": hostile }).to_string();
+    let out = demo_run(&["execute", "everything", "echo", "--args", &args]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(!acts_on_a_terminal(&out.stdout), "{:?}", out.stdout);
+    assert!(out.stdout.contains("Echo: abcde\nEVILfed"), "{:?}", out.stdout);
+    // Coloured output keeps its own colours and still drops the server's escapes.
+    let scratch = tempfile::tempdir().unwrap();
+    let config = demo();
+    let coloured = command(scratch.path())
+        .args([
+            "--config",
+            config.to_str().unwrap(),
+            "execute",
+            "everything",
+            "echo",
+            "--args",
+            &args,
+        ])
+        .env("FORCE_COLOR", "1")
+        .output()
+        .unwrap();
+    let coloured = String::from_utf8(coloured.stdout).unwrap();
+    assert!(coloured.contains("\u{1b}[32m"), "{coloured:?}");
+    assert!(!acts_on_a_terminal(&coloured), "{coloured:?}");
+
+    let json = demo_run(&["execute", "everything", "echo", "--args", &args, "--json"]);
+    assert!(!acts_on_a_terminal(&json.stdout), "{:?}", json.stdout);
+    assert!(json.stdout.contains(r"\u009b"), "{}", json.stdout);
+    assert_eq!(json.json()["result"]["content"][0]["text"], format!("Echo: {hostile}"));
+}
+
+/// A server's own error text (its stderr when it fails to start) is shown plain too.
+#[test]
+fn a_failing_servers_stderr_cannot_take_over_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("crash.json");
+    let script = r"process.stderr.write('boom\x1b]0;pwned\x07 \x1b[2Jcleared\roverwritten\n'); process.exit(3)";
+    let body = serde_json::json!({ "discovery": { "servers": [
+        { "name": "crashy", "connection": { "command": "node", "args": ["-e", script] } }
+    ] } });
+    std::fs::write(&config, body.to_string()).unwrap();
+    let out = run(&["--config", config.to_str().unwrap(), "list", "--status"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("boom"), "{}", out.stdout);
+    assert!(!acts_on_a_terminal(&out.stdout), "{:?}", out.stdout);
+    assert!(!acts_on_a_terminal(&out.stderr), "{:?}", out.stderr);
+}
+
+/// A command line clap refuses still gives `--json` readers one document on stdout, and
+/// `execute --json` says `success: false` whatever went wrong, bad `--args` included.
+#[test]
+fn json_errors_for_a_refused_command_line_and_bad_args() {
+    for args in [
+        &["list", "--bogus", "--json"][..],
+        &["--json", "list", "--log-level", "verbose"],
+        &["--json", "tools"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.code, 1, "{args:?}");
+        let body = out.json();
+        assert_eq!(body["error"]["code"], "VALIDATION_ERROR", "{args:?}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid arguments: "),
+            "{body}"
+        );
+        assert!(
+            out.stderr.contains("Usage") || out.stderr.contains("--help"),
+            "{}",
+            out.stderr
+        );
+    }
+    // Checked before any server starts: an empty query, a limit outside 1–100, a zero timeout.
+    for args in [
+        &["search", ""][..],
+        &["search", "x", "--limit", "0"],
+        &["search", "x", "--limit", "101"],
+        &["execute", "a", "b", "--timeout", "0"],
+    ] {
+        let out = run(args);
+        assert_eq!(out.code, 1, "{args:?}");
+        assert!(out.stderr.starts_with("error: "), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("For more information, try '--help'"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // Without --json stdout stays empty.
+    assert_eq!(run(&["list", "--bogus"]).stdout, "");
+    let bad = demo_run(&["execute", "everything", "echo", "--args", "{bad", "--json"]);
+    assert_eq!(bad.code, 1);
+    assert_eq!(bad.json()["success"], false);
+    assert_eq!(bad.json()["error"]["code"], "VALIDATION_ERROR");
+    let folder = demo_run(&["execute", "everything", "echo", "--args-file", "examples", "--json"]);
+    assert_eq!(folder.code, 1);
+    assert!(folder.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--args-file examples: cannot read"));
+}
+
+/// `COLUMNS=20`: descriptions wrap to the width (a single word longer than it stays whole).
+#[test]
+fn a_narrow_terminal_gets_narrow_lines() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = demo();
+    let out = command(scratch.path())
+        .args(["--config", config.to_str().unwrap(), "tools", "filesystem"])
+        .env("COLUMNS", "20")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let description_lines: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ")).collect();
+    assert!(description_lines.len() > 11, "{stdout}");
+    for line in description_lines {
+        assert!(
+            line.chars().count() <= 20 || !line.trim().contains(' '),
+            "{line:?} is wider than 20 columns:\n{stdout}"
+        );
+    }
 }
 
 #[test]
@@ -510,6 +662,36 @@ fn help_has_examples_and_version_prints() {
         help.stdout
     );
     assert!(help.stdout.contains("Exit codes: 0 ok"), "{}", help.stdout);
+    // Every help text fits 80 columns (piped, no terminal to ask; COLUMNS unset).
+    let scratch = tempfile::tempdir().unwrap();
+    for command_line in [
+        &[][..],
+        &["list"],
+        &["search"],
+        &["tools"],
+        &["inspect"],
+        &["execute"],
+        &["config"],
+        &["config", "show"],
+        &["trust"],
+        &["completions"],
+    ] {
+        let out = command(scratch.path())
+            .args(command_line)
+            .arg("--help")
+            .env_remove("COLUMNS")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("Usage:"), "{command_line:?}: {text}");
+        for line in text.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{command_line:?} --help: {} columns: {line}",
+                line.chars().count()
+            );
+        }
+    }
     let version = run(&["--version"]);
     assert_eq!(
         version.stdout,
@@ -584,6 +766,32 @@ fn colours_and_progress_on_a_terminal_only() {
     assert!(!no_color.contains("everything 13 tools"), "{no_color:?}");
     assert!(no_color.contains("1. everything:echo"), "{no_color:?}");
 
+    // FORCE_COLOR=0 and CLICOLOR=0 mean plain on a terminal too (the spinner may still draw).
+    for plain in [("FORCE_COLOR", "0"), ("CLICOLOR", "0")] {
+        let tty = on_a_terminal(&args, &[plain]);
+        assert!(tty.contains("1. everything:echo"), "{plain:?}: {tty:?}");
+        assert!(!has_colour(&tty), "{plain:?} coloured:\n{tty:?}");
+    }
+
+    // What execute prints while servers connect goes above the spinner, not into its line;
+    // `-` on a terminal says it waits for the arguments.
+    let execute = [
+        "--config",
+        config.to_str().unwrap(),
+        "execute",
+        "everything",
+        "echo",
+        "-",
+    ];
+    let tty = on_a_terminal(&execute, &[]);
+    let at = tty.find("Executing:").unwrap_or_else(|| panic!("{tty:?}"));
+    let before = tty[..at].trim_end_matches("\u{1b}[1m");
+    assert!(
+        before.is_empty() || before.ends_with('\n') || before.ends_with('\r') || before.ends_with("\u{1b}[2K"),
+        "the header is written into the spinner's line: {tty:?}"
+    );
+    assert!(tty.contains("reading the arguments from stdin"), "{tty:?}");
+
     let piped = demo_run(&["search", "echo", "--limit", "1"]);
     assert!(!piped.stdout.contains('\u{1b}') && !piped.stderr.contains('\u{1b}'));
     assert!(!piped.stderr.contains("13 tools"), "{}", piped.stderr);
@@ -598,4 +806,13 @@ fn colours_and_progress_on_a_terminal_only() {
         String::from_utf8_lossy(&forced.stdout).contains("\u{1b}["),
         "FORCE_COLOR colours a pipe"
     );
+}
+
+/// Whether `text` holds an SGR colour or weight code (`ESC [ 1 m`, `ESC [ 32 m`, …).
+fn has_colour(text: &str) -> bool {
+    text.match_indices("\u{1b}[").any(|(at, _)| {
+        let body = &text[at + 2..];
+        let end = body.find(|c: char| !(c.is_ascii_digit() || c == ';'));
+        end.is_some_and(|end| end > 0 && body[end..].starts_with('m'))
+    })
 }

@@ -127,7 +127,7 @@ fn validate(options: &Options, ui: &Ui) -> i32 {
                 super::output::print(&super::output::json::document(&body));
                 return exit::status_of(error.code());
             }
-            super::output::eprint(&format!("{} ", ui.err.bad("✗")));
+            super::output::eprint(&format!("{} ", ui.err.bad("✗")), ui.err);
             return ui.error(&error);
         }
     };

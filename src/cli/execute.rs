@@ -5,7 +5,7 @@
 //! 2 server or tool not found, 3 the call failed (the server's own `isError` too), 4 disabled
 //! by toolRules; Ctrl-C cancels the call downstream and exits 130 (`cli::run_command`).
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -15,14 +15,22 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::output::json::ErrorDetail;
-use super::output::{exit, human};
+use super::output::{exit, human, Ui};
 use super::Ctx;
 use crate::engine::{ExecuteOptions, ProgressUpdate};
+use crate::error::Error;
 
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  anygpt-discovery execute github create_issue --args '{\"repo\":\"owner/repo\",\"title\":\"Bug\"}'\n  anygpt-discovery execute filesystem read_text_file --args-file args.json --json\n  echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -\n  anygpt-discovery execute ai generate_text --args '{\"prompt\":\"a story\"}' --stream\n\nExit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the server's isError\ntoo), 4 disabled by toolRules, 130 interrupted (the call is cancelled downstream)."
-)]
+#[command(after_help = "Examples:
+  anygpt-discovery execute github create_issue \\
+    --args '{\"repo\":\"owner/repo\",\"title\":\"Bug\"}'
+  anygpt-discovery execute filesystem read_text_file --args-file a.json --json
+  echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
+  anygpt-discovery execute ai generate_text --args '{\"prompt\":\"hi\"}' --stream
+
+Exit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the
+server's isError too), 4 disabled by toolRules, 130 interrupted (the call is
+cancelled downstream).")]
 pub struct ExecuteArgs {
     /// The server.
     server: String,
@@ -41,7 +49,7 @@ pub struct ExecuteArgs {
     #[arg(long)]
     stream: bool,
     /// Give up after this many milliseconds (default: the server's `timeoutMs`, else 60000).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
 }
 
@@ -63,6 +71,11 @@ enum ArgsError {
 }
 
 impl ExecuteArgs {
+    /// Whether the arguments come from stdin (`-` or `--args-file -`).
+    fn reads_stdin(&self) -> bool {
+        self.stdin.is_some() || self.args_file.as_ref().is_some_and(|path| path.as_os_str() == "-")
+    }
+
     /// The arguments from wherever they were given; `None` when not given.
     fn arguments(&self) -> Result<Option<Value>, ArgsError> {
         let (from, text) = if let Some(text) = &self.args {
@@ -116,12 +129,19 @@ struct Executed<'a> {
 
 pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
     let ui = &ctx.ui;
+    if args.reads_stdin() && std::io::stdin().is_terminal() && !ui.quiet {
+        // Otherwise a terminal just waits, and the user wonders what for.
+        super::output::eprint(
+            "reading the arguments from stdin: type a JSON object, then Ctrl-D\n",
+            ui.err,
+        );
+    }
     let arguments = match args.arguments() {
         Ok(arguments) => arguments,
-        Err(e) => return ui.usage_error(&e.to_string()),
+        Err(e) => return report_error(&args.server, &args.tool, &Error::validation(e.to_string()), ui),
     };
     if !ui.json {
-        super::output::print(&human::executing(&args.server, &args.tool, ui.out));
+        super::output::print_human(&human::executing(&args.server, &args.tool, ui.out), ui.out);
     }
     let options = ExecuteOptions {
         timeout_ms: args.timeout,
@@ -152,35 +172,38 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
                 exit::OK
             }
         }
-        Err(error) => {
-            if ui.json {
-                let body = Executed {
-                    success: false,
-                    result: None,
-                    error: Some(ErrorDetail::of(&error)),
-                };
-                super::output::print(&super::output::json::document(&body));
-            } else {
-                super::output::eprint(&human::execute_error(&args.server, &args.tool, &error, ui.err));
-            }
-            exit::status_of(error.code())
-        }
+        Err(error) => report_error(&args.server, &args.tool, &error, ui),
     }
+}
+
+/// An error of `execute`, in its own shapes: `{"success":false,"error":{…}}` with `--json`
+/// (bad `--args` included, so a script reads `success` whatever went wrong), else the
+/// `✗ Error` block on stderr. Returns the exit status.
+fn report_error(server: &str, tool: &str, error: &Error, ui: &Ui) -> i32 {
+    if ui.json {
+        let body = Executed {
+            success: false,
+            result: None,
+            error: Some(ErrorDetail::of(error)),
+        };
+        super::output::print(&super::output::json::document(&body));
+    } else {
+        super::output::eprint(&human::execute_error(server, tool, error, ui.err), ui.err);
+    }
+    exit::status_of(error.code())
 }
 
 /// Where `--stream` sends progress: a line on stderr each (JSON lines with `--json`).
 fn stream_sink(ctx: &Ctx) -> crate::engine::ProgressSink {
-    let write = ctx.progress.line_writer();
     let (json, paint) = (ctx.ui.json, ctx.ui.err);
+    let write = ctx.progress.line_writer(paint);
     Arc::new(move |update: ProgressUpdate| {
         let line = if json {
-            let mut line =
-                json!({ "progress": update.progress, "total": update.total, "message": update.message }).to_string();
-            line.push('\n');
-            line
+            let line = json!({ "progress": update.progress, "total": update.total, "message": update.message });
+            super::output::json::document(&line)
         } else {
             human::progress(&update, paint)
         };
-        write(&crate::engine::scrub_secrets(&line));
+        write(&line);
     })
 }

@@ -34,27 +34,31 @@ pub use output::exit;
 use output::Ui;
 use progress::Progress;
 
+// Kept within 80 columns: clap does not wrap this text well (it would split commands).
 const EXAMPLES: &str = "\
 Examples:
-  anygpt-discovery                                  run the stdio MCP server (what editors start)
-  anygpt-discovery list --status --tools            servers, their state and tool counts
-  anygpt-discovery search \"read a file\" --limit 5   find tools by task
-  anygpt-discovery tools filesystem --all --tags    one server's tools, disabled ones too
+  anygpt-discovery                       run the stdio MCP server (editors do)
+  anygpt-discovery list --status --tools servers, their state and tool counts
+  anygpt-discovery search \"read a file\" --limit 5
+  anygpt-discovery tools filesystem --all --tags
   anygpt-discovery inspect filesystem read_text_file --examples
   anygpt-discovery execute everything echo --args '{\"message\":\"hi\"}'
   echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
-  anygpt-discovery config show                      the config in use, secrets masked
-  anygpt-discovery completions bash > ~/.local/share/bash-completion/completions/anygpt-discovery
+  anygpt-discovery config show           the config in use, secrets masked
+  source <(anygpt-discovery completions bash)
 
-Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found (search: nothing
-found), 3 tool execution failed, 4 tool disabled by toolRules, 130 interrupted.";
+Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
+(search: nothing found), 3 tool execution failed, 4 tool disabled by toolRules,
+130 interrupted.";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "anygpt-discovery",
     version,
     about = "MCP gateway: five meta-tools in front of many MCP servers, and a CLI to try them",
-    after_help = EXAMPLES
+    after_help = EXAMPLES,
+    // Help fits 80 columns, or the terminal when narrower.
+    max_term_width = 80
 )]
 struct Cli {
     /// Config file (JSON, JSONC or YAML; TS/JS through the npm bin). Default: the search order
@@ -163,13 +167,10 @@ pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shut
 /// exit code. `shutdown` resolving (Ctrl-C, SIGTERM, `requestShutdown` from Node) stops a
 /// server cleanly, and interrupts a command with 130, cancelling its downstream call.
 pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
+    let wants_json = asks_for_json(&args);
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { exit::BAD_INPUT } else { exit::OK };
-            let _ = e.print();
-            return code;
-        }
+        Err(e) => return usage_error(&e, wants_json),
     };
     crate::secrets::set_log_arguments(cli.log_arguments);
     let command = cli.command.unwrap_or(Command::Serve);
@@ -201,6 +202,37 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
             Err(code) => code,
         },
     }
+}
+
+/// Whether the command line asks for `--json` (before a `--`), for when clap refuses it and
+/// there is no parsed flag to read.
+fn asks_for_json(args: &[String]) -> bool {
+    args.iter().skip(1).take_while(|a| *a != "--").any(|a| a == "--json")
+}
+
+/// A command line clap refused (or `--help`/`--version`): clap's text on its stream, and with
+/// `--json` the error document on stdout too, so a script reading stdout always gets one.
+fn usage_error(e: &clap::Error, json: bool) -> i32 {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return exit::OK;
+    }
+    if json {
+        let first_line = e.to_string();
+        let message = first_line.lines().next().unwrap_or_default();
+        let message = message.strip_prefix("error: ").unwrap_or(message);
+        let body = output::json::ErrorBody {
+            error: output::json::ErrorDetail {
+                code: crate::error::ErrorCode::ValidationError.as_str(),
+                message: format!("invalid arguments: {message}"),
+                suggestions: Vec::new(),
+                hint: Some("`anygpt-discovery <command> --help` shows the usage"),
+            },
+        };
+        output::print(&output::json::document(&body));
+    }
+    let _ = e.print();
+    exit::BAD_INPUT
 }
 
 /// Where the config (or catalog) comes from.
@@ -271,7 +303,7 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
         () = shutdown => {
             ctx.progress.finish();
             if !ctx.ui.quiet {
-                output::eprint("interrupted\n");
+                output::eprint("interrupted\n", ctx.ui.err);
             }
             exit::INTERRUPTED
         }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::output::style::Paint;
 use super::output::{self, Ui};
 use crate::engine::{Engine, ServerInfo};
 
@@ -47,9 +48,15 @@ impl Progress {
         }
         let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
         bar.set_style(
-            ProgressStyle::with_template("{spinner:.cyan} {msg}")
-                .expect("the template is valid")
-                .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
+            // Coloured only as our own output is: indicatif's colour detection does not know
+            // `FORCE_COLOR=0`.
+            ProgressStyle::with_template(if ui.err.enabled {
+                "{spinner:.cyan} {msg}"
+            } else {
+                "{spinner} {msg}"
+            })
+            .expect("the template is valid")
+            .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
         );
         bar.enable_steady_tick(TICK);
         bar.set_message("connecting servers…");
@@ -74,8 +81,9 @@ impl Progress {
     }
 
     /// A writer for lines to stderr while the indicator may be drawing (`execute --stream`):
-    /// above the spinner while it runs, straight to stderr otherwise.
-    pub fn line_writer(&self) -> impl Fn(&str) + Send + Sync + 'static {
+    /// above the spinner while it runs, straight to stderr otherwise; terminal-safe either way
+    /// (`paint`'s colour codes kept).
+    pub fn line_writer(&self, paint: Paint) -> impl Fn(&str) + Send + Sync + 'static {
         let bar = self
             .inner
             .lock()
@@ -83,8 +91,10 @@ impl Progress {
             .as_ref()
             .map(|running| running.bar.clone());
         move |line: &str| match &bar {
-            Some(bar) if !bar.is_finished() => bar.println(line.trim_end_matches('\n')),
-            _ => output::eprint(line),
+            Some(bar) if !bar.is_finished() => {
+                bar.println(output::terminal::safe(line, paint.enabled).trim_end_matches('\n'));
+            }
+            _ => output::eprint(line, paint),
         }
     }
 
@@ -100,7 +110,7 @@ impl Progress {
         for server in running.engine.server_statuses() {
             lines.push_str(&server_line(&server, running.ui));
         }
-        output::eprint(&lines);
+        output::eprint(&lines, running.ui.err);
     }
 }
 
@@ -155,7 +165,6 @@ fn server_line(server: &ServerInfo, ui: Ui) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::output::style::Paint;
 
     fn server(name: &str, status: &str, tools: usize, error: Option<&str>) -> ServerInfo {
         ServerInfo {

@@ -16,21 +16,31 @@ use crate::engine::SearchRequest;
 )]
 pub struct SearchArgs {
     /// What you want to do, or a tool name.
+    // Checked here, not only by the engine: a bad value fails before any server starts.
+    #[arg(value_parser = clap::builder::NonEmptyStringValueParser::new())]
     query: String,
     /// Only this server's tools.
     #[arg(long)]
     server: Option<String>,
     /// Most results to show (1–100).
-    #[arg(long, default_value_t = crate::engine::DEFAULT_SEARCH_LIMIT)]
-    limit: usize,
+    #[arg(long, default_value_t = LIMIT_DEFAULT, value_parser = clap::value_parser!(u8).range(1..=LIMIT_MAX))]
+    limit: u8,
 }
+
+// clap's ranges take i64; the engine's bounds are small constants (the assert keeps them so).
+#[allow(clippy::cast_possible_truncation)]
+const LIMIT_DEFAULT: u8 = crate::engine::DEFAULT_SEARCH_LIMIT as u8;
+#[allow(clippy::cast_possible_wrap)]
+const LIMIT_MAX: i64 = crate::engine::MAX_SEARCH_LIMIT as i64;
+#[allow(clippy::cast_lossless)]
+const _: () = assert!(crate::engine::MAX_SEARCH_LIMIT <= u8::MAX as usize);
 
 /// Prints the `search_tools` answer (`{"results":[…],"pending"?,"queryCut"?}`) with `--json`.
 pub async fn run(args: &SearchArgs, ctx: &Ctx) -> i32 {
     let request = SearchRequest {
         query: args.query.clone(),
         server: args.server.clone(),
-        limit: Some(args.limit),
+        limit: Some(usize::from(args.limit)),
         include_disabled: false,
     };
     let response = match ctx.connected(ctx.engine.search(&request)).await {

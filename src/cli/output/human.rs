@@ -64,6 +64,15 @@ fn marker(ok: bool, p: Paint) -> String {
     }
 }
 
+/// A server's marker: ✓ ready (connected, or served from its snapshot), ✗ failed, … still
+/// starting (neither: it may yet fail).
+fn server_marker(status: &str, p: Paint) -> String {
+    match status {
+        "connecting" => p.warn("…"),
+        status => marker(status != "error", p),
+    }
+}
+
 /// Status word of `list --status`, capitalised as the seed shows it.
 fn status_word(status: &str) -> &'static str {
     match status {
@@ -82,7 +91,7 @@ pub fn servers(servers: &[ServerInfo], show_status: bool, show_tools: bool, p: P
         out.push_str("\nNo servers configured: `anygpt-discovery config path` shows where a config can go.\n");
     }
     for server in servers {
-        let mut head = format!("{} {}", marker(server.status != "error", p), p.name(&server.name));
+        let mut head = format!("{} {}", server_marker(&server.status, p), p.name(&server.name));
         if show_tools {
             let disabled = server.tool_count - server.enabled_count;
             let _ = write!(head, " ({}", plural(server.tool_count, "tool"));
@@ -443,6 +452,33 @@ mod tests {
             "Search results for \"github issue\" (2 found):\n\n\
              1. github:create_issue (95% match)\n   create_issue summary\n   Tags: github, issues\n\n\
              2. github:update_issue (87% match)\n   update_issue summary\n"
+        );
+    }
+
+    #[test]
+    fn a_server_still_connecting_is_not_marked_ready() {
+        let server = |name: &str, status: &str| ServerInfo {
+            name: name.into(),
+            description: None,
+            tool_count: 0,
+            enabled_count: 0,
+            status: status.into(),
+            error: None,
+        };
+        let listed = servers(
+            &[
+                server("a", "connected"),
+                server("b", "connecting"),
+                server("c", "error"),
+            ],
+            true,
+            false,
+            PLAIN,
+            80,
+        );
+        assert_eq!(
+            listed,
+            "MCP Servers (3 configured):\n\n✓ a\n  Status: Connected\n\n… b\n  Status: Connecting\n\n✗ c\n  Status: Error\n"
         );
     }
 

@@ -7,9 +7,10 @@ use serde::Serialize;
 use super::human;
 use crate::error::Error;
 
-/// `value` as one compact JSON line.
+/// `value` as one compact JSON line, characters a terminal acts on escaped
+/// (`terminal::json_safe`).
 pub fn document<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut text = serde_json::to_string(value).expect("CLI results serialize");
+    let mut text = super::terminal::json_safe(serde_json::to_string(value).expect("CLI results serialize"));
     text.push('\n');
     text
 }

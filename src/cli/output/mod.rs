@@ -7,22 +7,37 @@ pub mod exit;
 pub mod human;
 pub mod json;
 pub mod style;
+pub mod terminal;
 
 use std::io::Write;
 
 use crate::error::Error;
 use style::Paint;
 
-/// Write `text` to stdout as is. A closed pipe (`… | head`) is not an error worth a panic.
+/// Write `text` to stdout as is (a JSON document, a completion script). A closed pipe
+/// (`… | head`) is not an error worth a panic.
 pub fn print(text: &str) {
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    // Stdout and the indicator on stderr share one terminal: clear the spinner for the write
+    // (`execute` prints its header while servers still connect).
+    super::progress::suspended(|| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    });
 }
 
-/// Write `text` to stderr as is.
-pub fn eprint(text: &str) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+/// Write human text to stdout, made safe for a terminal ([`terminal::safe`]): it quotes
+/// what servers sent. `paint` is the stream's, whose colour codes are kept.
+pub fn print_human(text: &str, paint: Paint) {
+    print(&terminal::safe(text, paint.enabled));
+}
+
+/// Write human text to stderr, made safe for a terminal like [`print_human`].
+pub fn eprint(text: &str, paint: Paint) {
+    let text = terminal::safe(text, paint.enabled);
+    super::progress::suspended(|| {
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
+    });
 }
 
 /// How this run prints: JSON or human, colours, width.
@@ -62,7 +77,7 @@ impl Ui {
         if self.json {
             print(&json::document(value));
         } else {
-            print(&human());
+            print_human(&human(), self.out);
         }
     }
 
@@ -73,17 +88,8 @@ impl Ui {
         if self.json {
             print(&json::document(&json::ErrorBody::of(error)));
         } else {
-            eprint(&human::error(error, self.err));
+            eprint(&human::error(error, self.err), self.err);
         }
         exit::status_of(error.code())
-    }
-
-    /// A problem with the command line itself (bad `--args` JSON, an unreadable file):
-    /// exit 1, said like an engine error.
-    #[must_use]
-    pub fn usage_error(&self, message: &str) -> i32 {
-        self.error(&Error::Validation {
-            problems: vec![message.to_owned()],
-        })
     }
 }

@@ -12,17 +12,26 @@ use anstyle::{AnsiColor, Style};
 /// Fallback width when neither `COLUMNS` nor a terminal says.
 const DEFAULT_WIDTH: usize = 80;
 /// Below this, wrapping would make text harder to read than long lines.
-const MIN_WIDTH: usize = 40;
+const MIN_WIDTH: usize = 20;
 
 /// Whether to colour a stream that is (or is not) a terminal, given the environment.
+///
+/// `FORCE_COLOR=0` (or `false`) and `CLICOLOR=0` turn colour off on a terminal too: Node's
+/// tools (chalk, `util.styleText`) and the BSD `CLICOLOR` convention read them so.
 pub fn colour_wanted(is_terminal: bool, var: &dyn Fn(&str) -> Option<String>) -> bool {
-    let set = |name: &str| var(name).is_some_and(|v| !v.is_empty());
-    if set("NO_COLOR") {
+    let value = |name: &str| var(name).filter(|v| !v.is_empty());
+    let off = |v: &str| v == "0" || v.eq_ignore_ascii_case("false");
+    if value("NO_COLOR").is_some() {
         return false;
     }
-    let forced = |name: &str| var(name).is_some_and(|v| !v.is_empty() && v != "0");
-    if forced("CLICOLOR_FORCE") || forced("FORCE_COLOR") {
+    if let Some(force) = value("FORCE_COLOR") {
+        return !off(&force);
+    }
+    if value("CLICOLOR_FORCE").is_some_and(|v| v != "0") {
         return true;
+    }
+    if value("CLICOLOR").as_deref() == Some("0") {
+        return false;
     }
     is_terminal && var("TERM").as_deref() != Some("dumb")
 }
@@ -49,7 +58,7 @@ pub fn stderr_interactive() -> bool {
         && env_var("TERM").as_deref() != Some("dumb")
 }
 
-/// The width to fit: `COLUMNS`, the terminal's, else 80; never below 40.
+/// The width to fit: `COLUMNS`, the terminal's, else 80; never below 20.
 pub fn width() -> usize {
     env_var("COLUMNS")
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -61,6 +70,9 @@ pub fn width() -> usize {
         .unwrap_or(DEFAULT_WIDTH)
         .max(MIN_WIDTH)
 }
+
+/// Fewest columns `wrap` fills after the indent, however narrow the terminal.
+const MIN_ROOM: usize = 12;
 
 /// Paints text, or passes it through when colour is off.
 #[derive(Debug, Clone, Copy)]
@@ -105,7 +117,7 @@ impl Paint {
 /// `text` wrapped at word boundaries to `width` columns, each line prefixed by `indent`.
 /// Existing line breaks are kept; a word longer than the line stays whole on its own line.
 pub fn wrap(text: &str, indent: &str, width: usize) -> String {
-    let room = width.saturating_sub(console::measure_text_width(indent)).max(20);
+    let room = width.saturating_sub(console::measure_text_width(indent)).max(MIN_ROOM);
     let mut out = String::new();
     for paragraph in text.lines() {
         let mut line = String::new();
@@ -163,6 +175,22 @@ mod tests {
         assert!(colour_wanted(false, &env(&[("FORCE_COLOR", "1")])));
         assert!(colour_wanted(false, &env(&[("CLICOLOR_FORCE", "1")])));
         assert!(!colour_wanted(false, &env(&[("FORCE_COLOR", "0")])));
+    }
+
+    #[test]
+    fn force_color_0_and_clicolor_0_turn_a_terminal_plain() {
+        assert!(!colour_wanted(true, &env(&[("FORCE_COLOR", "0")])));
+        assert!(!colour_wanted(true, &env(&[("FORCE_COLOR", "false")])));
+        assert!(!colour_wanted(
+            true,
+            &env(&[("FORCE_COLOR", "0"), ("CLICOLOR_FORCE", "1")])
+        ));
+        assert!(!colour_wanted(true, &env(&[("CLICOLOR", "0")])));
+        assert!(colour_wanted(
+            false,
+            &env(&[("CLICOLOR", "0"), ("CLICOLOR_FORCE", "1")])
+        ));
+        assert!(colour_wanted(true, &env(&[("CLICOLOR", "1")])));
     }
 
     #[test]
