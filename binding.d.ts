@@ -144,6 +144,12 @@ export interface ReloadSummary {
 }
 
 /**
+ * SIGHUP relayed by `runCli`: a gateway serving in this process reloads its config (the
+ * daemon convention). False when none is serving, and the signal then stops the CLI.
+ */
+export declare function requestReload(): boolean
+
+/**
  * Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
  * 0, a command is interrupted (its tool call cancelled) and resolves with 130.
  */

@@ -128,7 +128,8 @@ const COMMANDS = new Set(['list', 'search', 'tools', 'inspect', 'execute', 'conf
  * Run the CLI as `anygpt-discovery <args…>`, e.g. `runCli(['search', 'echo', '--json'])`:
  * output goes to this process's stdout/stderr, and the promise resolves with the exit code
  * (never rejects). A TS/JS config the search order picks is evaluated here first. While it
- * runs, SIGINT/SIGTERM/SIGHUP stop it (a tool call is cancelled, exit 130; a server exits 0).
+ * runs, SIGINT/SIGTERM stop it (a tool call is cancelled, exit 130; a server exits 0); SIGHUP
+ * makes a server reload its config and stops a command.
  */
 async function runCli(args = process.argv.slice(2)) {
   let config
@@ -138,13 +139,16 @@ async function runCli(args = process.argv.slice(2)) {
     process.stderr.write(`error: ${error && error.message}\n`)
     return args.some((arg) => COMMANDS.has(arg)) ? 2 : 1
   }
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP']
+  const signals = ['SIGINT', 'SIGTERM']
   // A Rust-side signal handler would fight Node's: Node catches them and asks the CLI to stop.
   for (const signal of signals) process.on(signal, binding.requestShutdown)
+  const hangup = () => binding.requestReload() || binding.requestShutdown()
+  process.on('SIGHUP', hangup)
   try {
     return await binding.runCliWithConfig(args, config.value, config.path)
   } finally {
     for (const signal of signals) process.off(signal, binding.requestShutdown)
+    process.off('SIGHUP', hangup)
   }
 }
 

@@ -36,6 +36,7 @@ pub mod error;
 pub mod gateway;
 pub(crate) mod lenient_json;
 pub mod paths;
+pub(crate) mod registry;
 pub mod rules;
 pub mod search;
 pub(crate) mod secrets;

@@ -1,33 +1,53 @@
-//! Live reload while serving: the config's files are watched, and a change — once the files
-//! have been quiet for [`DEBOUNCE`] — reloads the engine (`Engine::reload`, which keeps the
-//! servers a change does not touch). A bad edit is logged and the previous config keeps
-//! serving; the next good edit applies.
+//! Live reload while serving. Four things ask for one: a change to the config's files, a
+//! `config reload` request file for this gateway (`crate::registry`), SIGHUP (the Unix
+//! convention for daemons: the native binary's `shutdown::os_signal` and the npm bin's
+//! relay call [`request_reload`]) and `engine.reload()` from the Node API (direct). Requests
+//! are gathered until they have been quiet for [`DEBOUNCE`], then the engine reloads once
+//! (`Engine::reload`, which keeps the servers a change does not touch) and every request
+//! file taken is answered with the outcome. A bad edit is logged and the previous config
+//! keeps serving; the next good edit applies.
 //!
 //! Each file's folder is watched rather than the file itself: editors and atomic writers
 //! replace a file by renaming another over it, which ends a watch on the file.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::locate::is_js_config;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::registry::{Mailbox, Outcome, Registration};
 
 /// How long the files must stay quiet before a reload: an editor's save is several events.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Reloads an engine while it lives; dropping it stops watching.
+/// SIGHUP and its npm-bin relay: a counter every serving gateway of this process watches.
+static SIGNALLED: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::channel(0).0);
+
+/// Ask every gateway serving in this process to reload (SIGHUP). False when none is serving,
+/// so the caller can treat the signal as the hangup it otherwise is.
+pub fn request_reload() -> bool {
+    if SIGNALLED.receiver_count() == 0 {
+        return false;
+    }
+    SIGNALLED.send_modify(|n| *n = n.wrapping_add(1));
+    true
+}
+
+/// Reloads an engine while it lives; dropping it stops watching and unregisters the gateway.
 #[derive(Debug)]
-pub struct ReloadOnChange {
-    _watcher: RecommendedWatcher,
+pub struct LiveReload {
+    _watcher: Option<RecommendedWatcher>,
+    _registration: Option<Registration>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for ReloadOnChange {
+impl Drop for LiveReload {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -50,54 +70,119 @@ pub fn config_files(config: &Config) -> Vec<PathBuf> {
     config.files_to_watch()
 }
 
-/// Watch `files` and reload `engine` after each change. `None` when there is nothing to watch
-/// or the platform's watcher cannot start (logged; serving goes on without live reload).
-/// Needs a tokio runtime.
+/// Serve `engine`'s config live: watch `files`, register the gateway in the state directory
+/// (so `config reload` finds it) and listen for SIGHUP; reload after each. Needs a tokio
+/// runtime. What cannot start (no state directory, a platform watcher failing) is logged and
+/// the rest goes on.
 #[must_use]
-pub fn reload_on_change(engine: &Engine, files: &[PathBuf]) -> Option<ReloadOnChange> {
-    if files.is_empty() {
+pub fn live_reload(engine: &Engine, config_origin: &str, files: &[PathBuf]) -> LiveReload {
+    let files = absolute(files);
+    let registration = register(config_origin, &files);
+    let mailbox = registration.as_ref().map(Registration::mailbox);
+    let (signal, changes) = mpsc::channel::<()>(1);
+    let watcher = watch_changes(signal.clone(), &files, mailbox.as_ref());
+    let task = tokio::spawn(reload_loop(engine.clone(), changes, signal, mailbox));
+    LiveReload {
+        _watcher: watcher,
+        _registration: registration,
+        task,
+    }
+}
+
+fn register(origin: &str, files: &[PathBuf]) -> Option<Registration> {
+    let origin = if origin.starts_with('<') {
+        origin.to_owned()
+    } else {
+        canonical(Path::new(origin)).display().to_string()
+    };
+    let dir = crate::paths::gateways_dir()?;
+    match Registration::register(&dir, &origin, files) {
+        Ok(registration) => Some(registration),
+        Err(error) => {
+            tracing::warn!(%error, dir = %dir.display(), "cannot register the gateway; `config reload` will not reach it");
+            None
+        }
+    }
+}
+
+/// A path made absolute, its links resolved when it exists, so two spellings of one config
+/// compare equal.
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    let here = std::env::current_dir().unwrap_or_default();
+    let path = here.join(path);
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// One watcher for the config's folders and the registry's folder: a change to one of
+/// `files`, or a request file for this gateway, sends on `signal`.
+fn watch_changes(signal: mpsc::Sender<()>, files: &[PathBuf], mailbox: Option<&Mailbox>) -> Option<RecommendedWatcher> {
+    if files.is_empty() && mailbox.is_none() {
         return None;
     }
-    let files = absolute(files);
-    let (signal, mut changes) = mpsc::channel::<()>(1);
-    let ours = files.clone();
+    let ours = files.to_vec();
+    let requests = mailbox.cloned();
     let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if touches(&event, &ours) => {
+        Ok(event) if touches(&event, &ours) || requests.as_ref().is_some_and(|m| asks(&event, m)) => {
             // Full means a change is already waiting to be seen: this one joins it.
             let _ = signal.try_send(());
         }
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "config watcher"),
     };
-    let watcher = match watch_folders(handler, &files) {
-        Ok(watcher) => watcher,
+    let mut folders: BTreeSet<&Path> = files.iter().filter_map(|f| f.parent()).collect();
+    if let Some(mailbox) = mailbox {
+        folders.insert(mailbox.dir());
+    }
+    match watch_folders(handler, &folders) {
+        Ok(watcher) => {
+            tracing::info!(files = files.len(), "watching the config for changes");
+            Some(watcher)
+        }
         Err(error) => {
-            tracing::warn!(%error, "cannot watch the config; changes apply when the gateway restarts");
-            return None;
+            tracing::warn!(%error, "cannot watch the config; changes apply on SIGHUP or when the gateway restarts");
+            None
         }
-    };
-    tracing::info!(files = files.len(), "watching the config for changes");
-    let engine = engine.clone();
-    let task = tokio::spawn(async move {
-        while changes.recv().await.is_some() {
-            quiet(&mut changes, DEBOUNCE).await;
-            if let Err(error) = engine.reload(None).await {
-                tracing::error!(%error, "config reload failed; still serving the previous config");
-            }
-        }
-    });
-    Some(ReloadOnChange {
-        _watcher: watcher,
-        task,
-    })
+    }
 }
 
-fn watch_folders(handler: impl notify::EventHandler, files: &[PathBuf]) -> notify::Result<RecommendedWatcher> {
+/// Gather requests until quiet, reload once, answer the request files taken. SIGHUP joins
+/// the same stream.
+async fn reload_loop(
+    engine: Engine,
+    mut changes: mpsc::Receiver<()>,
+    signal: mpsc::Sender<()>,
+    mailbox: Option<Mailbox>,
+) {
+    // Without a watcher nothing else holds a sender, and SIGHUP must still work.
+    let _open = signal;
+    let mut hangups = SIGNALLED.subscribe();
+    loop {
+        tokio::select! {
+            change = changes.recv() => if change.is_none() { return },
+            signalled = hangups.changed() => {
+                if signalled.is_err() { return }
+                tracing::info!("SIGHUP: reloading the config");
+            }
+        }
+        quiet(&mut changes, DEBOUNCE).await;
+        // Taken before the reload: a request written during it gets the next one, which
+        // then reads whatever it was asked after.
+        let requests = mailbox.as_ref().map(Mailbox::take_requests).unwrap_or_default();
+        let result = engine.reload(None).await;
+        if let Err(error) = &result {
+            tracing::error!(%error, "config reload failed; still serving the previous config");
+        }
+        if let Some(mailbox) = &mailbox {
+            mailbox.answer(&requests, &Outcome::of(&result));
+        }
+    }
+}
+
+fn watch_folders(handler: impl notify::EventHandler, folders: &BTreeSet<&Path>) -> notify::Result<RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(handler)?;
-    let folders: BTreeSet<&Path> = files.iter().filter_map(|f| f.parent()).collect();
     // A client that is not installed has no folder to watch; its config appearing later
     // (with its folder) is picked up on the next restart or reload.
-    for folder in folders.into_iter().filter(|f| f.is_dir()) {
+    for folder in folders.iter().filter(|f| f.is_dir()) {
         watcher.watch(folder, RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
@@ -111,6 +196,12 @@ async fn quiet(changes: &mut mpsc::Receiver<()>, window: Duration) {
 /// Whether `event` may have changed one of `files` (reads do not).
 fn touches(event: &notify::Event, files: &[PathBuf]) -> bool {
     !matches!(event.kind, EventKind::Access(_)) && event.paths.iter().any(|p| files.iter().any(|f| f == p))
+}
+
+/// Whether `event` is a reload request for this gateway arriving (created or renamed in).
+fn asks(event: &notify::Event, mailbox: &Mailbox) -> bool {
+    matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+        && event.paths.iter().any(|p| mailbox.is_request(p))
 }
 
 fn absolute(files: &[PathBuf]) -> Vec<PathBuf> {

@@ -25,6 +25,7 @@ mod inspect;
 mod list;
 mod output;
 mod progress;
+mod reload;
 mod search;
 mod tools;
 mod trust;
@@ -208,8 +209,10 @@ async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
         Ok(config) => {
             tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
             let watched = crate::watch::config_files(&config);
+            let origin = config.origin.clone();
             let engine = Engine::new(config);
-            let _live_reload = crate::watch::reload_on_change(&engine, &watched);
+            // Dropped when serving ends: stops watching and unregisters the gateway.
+            let _live_reload = crate::watch::live_reload(&engine, &origin, &watched);
             crate::gateway::serve_stdio(engine, shutdown).await;
             exit::OK
         }

@@ -519,6 +519,14 @@ pub async fn run_cli_with_config(
     exit_code.await.unwrap_or(cli::exit::BAD_INPUT)
 }
 
+/// SIGHUP relayed by `runCli`: a gateway serving in this process reloads its config (the
+/// daemon convention). False when none is serving, and the signal then stops the CLI.
+#[napi]
+#[must_use]
+pub fn request_reload() -> bool {
+    crate::watch::request_reload()
+}
+
 /// Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
 /// 0, a command is interrupted (its tool call cancelled) and resolves with 130.
 #[napi]
