@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use fs4::fs_std::FileExt;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::ReloadSummary;
@@ -122,7 +123,9 @@ impl Registration {
         let pid = std::process::id();
         let id = format!("{pid}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
         let lock = open_lock(&dir.join(format!("{id}.lock")))?;
-        lock.try_lock().map_err(io::Error::from)?;
+        if !FileExt::try_lock_exclusive(&lock)? {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "the registry lock is taken"));
+        }
         let entry = Entry {
             id: id.clone(),
             pid,
@@ -265,12 +268,9 @@ fn is_live(dir: &Path, id: &str) -> bool {
     else {
         return false;
     };
-    match file.try_lock() {
-        Ok(()) => false,
-        Err(std::fs::TryLockError::WouldBlock) => true,
-        // A filesystem without locks: assume live rather than delete a live gateway's entry.
-        Err(std::fs::TryLockError::Error(_)) => true,
-    }
+    // Taken: the gateway lives. A filesystem without locks (an error): assume live rather
+    // than delete a live gateway's entry.
+    !matches!(FileExt::try_lock_exclusive(&file), Ok(true))
 }
 
 fn remove_stale(dir: &Path, id: &str) {
@@ -382,7 +382,7 @@ mod tests {
         let registration = Registration::register(dir.path(), "<zero-config>", &[]).unwrap();
         // No temporary file left beside it: the rename completed.
         assert!(
-            names(dir.path()).iter().all(|n| !n.ends_with(".tmp")),
+            names(dir.path()).iter().all(|n| !n.contains(".tmp")),
             "{:?}",
             names(dir.path())
         );
@@ -405,13 +405,13 @@ mod tests {
         let request = dir.path().join(format!("{}.reload.{nonce}", registration.id()));
         assert!(registration.mailbox().is_request(&request));
         assert!(!registration.mailbox().is_request(&dir.path().join("other-0.reload.1")));
-        assert_eq!(registration.mailbox().take_requests(), [nonce.clone()]);
+        assert_eq!(registration.mailbox().take_requests(), std::slice::from_ref(&nonce));
         assert!(registration.mailbox().take_requests().is_empty());
         let outcome = Outcome::of(&Ok(ReloadSummary {
             kept: vec!["a".into()],
             ..ReloadSummary::default()
         }));
-        registration.mailbox().answer(&[nonce.clone()], &outcome);
+        registration.mailbox().answer(std::slice::from_ref(&nonce), &outcome);
         let got = wait_outcome(dir.path(), registration.id(), &nonce, Instant::now()).unwrap();
         assert_eq!(got, outcome);
         assert_eq!(names(dir.path()).len(), 2, "the answer is removed once read");

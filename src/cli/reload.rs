@@ -8,6 +8,7 @@
 //! Exit 0 when every gateway asked reloaded; 2 when one reported a configuration error (it
 //! keeps serving its previous config), did not answer in time, or when none is serving.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -162,10 +163,11 @@ fn human(report: &Report, ui: &Ui) -> String {
         out.push_str(&line);
     }
     if report.others > 0 {
-        out.push_str(&format!(
-            "{} more serving other configs (`config reload --all` reloads them too)\n",
+        let _ = writeln!(
+            out,
+            "{} more serving other configs (`config reload --all` reloads them too)",
             report.others
-        ));
+        );
     }
     out
 }
