@@ -4,7 +4,7 @@
 // stable code travels as a `CODE: ` message prefix and is moved into `error.code` here.
 
 const binding = require('./binding.js')
-const { configArg, loadConfig } = require('./lib/load-config.js')
+const { configArg, loadConfig, loadJsConfig } = require('./lib/load-config.js')
 
 const CODE_PREFIX = /^([A-Z][A-Z_]+): /
 
@@ -145,7 +145,9 @@ async function runCli(args = process.argv.slice(2)) {
   const hangup = () => binding.requestReload() || binding.requestShutdown()
   process.on('SIGHUP', hangup)
   try {
-    return await binding.runCliWithConfig(args, config.value, config.path)
+    // A served TS/JS config reloads by being evaluated again here (the engine decides when).
+    const reevaluate = config.value === undefined ? undefined : async () => (await loadJsConfig(config.path)).value
+    return await binding.runCliWithConfig(args, config.value, config.path, reevaluate)
   } finally {
     for (const signal of signals) process.off(signal, binding.requestShutdown)
     process.off('SIGHUP', hangup)

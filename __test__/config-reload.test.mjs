@@ -105,6 +105,54 @@ describe('config reload', () => {
   });
 });
 
+describe('a TS config reloads', () => {
+  test('an edit is evaluated again on the JS side; a bad edit keeps the old config; config reload and SIGHUP too', async () => {
+    const state = tempDir('anygpt-discovery-state-');
+    const env = { ANYGPT_DISCOVERY_STATE_DIR: state };
+    const file = join(tempDir(), 'anygpt.config.ts');
+    const ts = (...servers) => `import { defineConfig } from ${JSON.stringify(join(root, 'index.js'))};
+const servers: Array<{ name: string; connection: { command: string; args: string[] } }> = ${JSON.stringify(servers)};
+export default defineConfig({ other: { kept: true }, discovery: { servers } });
+`;
+    writeFileSync(file, ts(referenceServer('everything', ['stdio'])));
+    const gateway = await spawnGateway(['--config', file], { env });
+    try {
+      await call(gateway.client, 'list_mcp_servers');
+      assert.match(gateway.stderr(), /watching the config for changes/);
+
+      writeFileSync(file, ts(referenceServer('everything', ['stdio']), referenceServer('memory')));
+      assert.ok(await waitFor(() => /config reloaded.*kept=1.*added=1 \(memory\)/.test(gateway.stderr()), 10000), gateway.stderr());
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      assert.deepEqual(body.servers.map((s) => s.name), ['everything', 'memory']);
+
+      // A TypeScript syntax error: reported, and both servers keep serving.
+      writeFileSync(file, 'export default defineConfig({ discovery: { servers: [ }');
+      assert.ok(await waitFor(() => /config reload failed/.test(gateway.stderr()), 10000), gateway.stderr());
+      assert.match(gateway.stderr(), /anygpt\.config\.ts/);
+      const still = await call(gateway.client, 'list_mcp_servers');
+      assert.deepEqual(still.body.servers.map((s) => s.name), ['everything', 'memory']);
+
+      // `config reload` evaluates it again too, and says what changed.
+      writeFileSync(file, ts(referenceServer('everything', ['stdio'])));
+      const reload = await cli(['config', 'reload', '--config', file, '--json'], env);
+      assert.equal(reload.code, 0, reload.stdout + reload.stderr);
+      const [outcome] = JSON.parse(reload.stdout).gateways;
+      assert.equal(outcome.status, 'reloaded');
+      assert.deepEqual(outcome.kept, ['everything']);
+      const after = await call(gateway.client, 'list_mcp_servers');
+      assert.deepEqual(after.body.servers.map((s) => s.name), ['everything']);
+
+      // SIGHUP through the npm bin: the file is evaluated again.
+      const before = gateway.stderr().match(/config reloaded/g).length;
+      gateway.child.kill('SIGHUP');
+      assert.ok(await waitFor(() => gateway.stderr().match(/config reloaded/g).length > before, 5000), gateway.stderr());
+    } finally {
+      await gateway.client.close();
+      await gateway.exit;
+    }
+  });
+});
+
 describe('SIGHUP', () => {
   for (const [face, command] of [['the native binary', native], ['the npm bin', process.execPath]]) {
     test(`makes a gateway served by ${face} reload its config and keep serving`, async () => {

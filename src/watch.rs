@@ -7,12 +7,21 @@
 //! file taken is answered with the outcome. A bad edit is logged and the previous config
 //! keeps serving; the next good edit applies.
 //!
+//! A TS/JS config (the npm bin evaluated it with jiti) reloads too: the front end that
+//! evaluated it hands over a [`Reevaluate`] hook, and a reload calls it for the new object
+//! instead of reading the file in Rust. The Rust watcher stays the one place triggers meet:
+//! a second, JS-side watcher (fs.watch) would miss `config reload` requests and SIGHUP, or
+//! need the same debounce and reload plumbing twice; the hook is a napi threadsafe function
+//! that runs `loadJsConfig` (jiti without its module cache) on Node's thread.
+//!
 //! Each file's folder is watched rather than the file itself: editors and atomic writers
 //! replace a file by renaming another over it, which ends a watch on the file.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
@@ -39,6 +48,30 @@ pub fn request_reload() -> bool {
     true
 }
 
+/// What a [`Reevaluate`] call resolves with.
+pub type Evaluation = Pin<Box<dyn Future<Output = crate::Result<serde_json::Value>> + Send>>;
+
+/// Evaluates a TS/JS config again on the JS side: resolves with the new object (the
+/// `discovery` section as `runCli` hands it over) or a configuration error.
+#[derive(Clone)]
+pub struct Reevaluate(pub Arc<dyn Fn() -> Evaluation + Send + Sync>);
+
+impl std::fmt::Debug for Reevaluate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reevaluate")
+    }
+}
+
+/// The config `origin` evaluated again: through `reevaluate` when the JS side evaluated it,
+/// else `None` (the engine reads it again itself).
+async fn reevaluated(reevaluate: Option<&Reevaluate>, origin: &str) -> Option<crate::Result<Config>> {
+    let reevaluate = reevaluate?;
+    Some(match (reevaluate.0)().await {
+        Ok(value) => Config::from_value(value, origin),
+        Err(error) => Err(error),
+    })
+}
+
 /// Reloads an engine while it lives; dropping it stops watching and unregisters the gateway.
 #[derive(Debug)]
 pub struct LiveReload {
@@ -55,15 +88,19 @@ impl Drop for LiveReload {
 
 /// The files of `config` a change to should reload: the config file when it is read natively,
 /// every client file it imported, and every client file looked for but missing (so creating
-/// one is noticed). None for an object, and none for a TS/JS config: the JS side evaluated it
-/// once, at start (said once in the log).
+/// one is noticed). None for an object. A TS/JS config: the file itself when it can be
+/// evaluated again (`js_reloads`; the modules it imports are not watched), else none, said
+/// once in the log.
 #[must_use]
-pub fn config_files(config: &Config) -> Vec<PathBuf> {
+pub fn config_files(config: &Config, js_reloads: bool) -> Vec<PathBuf> {
     let origin = config.origin.as_str();
     if origin == "<object>" {
         return Vec::new();
     }
     if is_js_config(Path::new(origin)) {
+        if js_reloads {
+            return vec![PathBuf::from(origin)];
+        }
         tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
         return Vec::new();
     }
@@ -75,13 +112,23 @@ pub fn config_files(config: &Config) -> Vec<PathBuf> {
 /// runtime. What cannot start (no state directory, a platform watcher failing) is logged and
 /// the rest goes on.
 #[must_use]
-pub fn live_reload(engine: &Engine, config_origin: &str, files: &[PathBuf]) -> LiveReload {
+pub fn live_reload(
+    engine: &Engine,
+    config_origin: &str,
+    files: &[PathBuf],
+    reevaluate: Option<Reevaluate>,
+) -> LiveReload {
     let files = absolute(files);
     let registration = register(config_origin, &files);
     let mailbox = registration.as_ref().map(Registration::mailbox);
     let (signal, changes) = mpsc::channel::<()>(1);
     let watcher = watch_changes(signal.clone(), &files, mailbox.as_ref());
-    let task = tokio::spawn(reload_loop(engine.clone(), changes, signal, mailbox));
+    let how = HowToReload {
+        engine: engine.clone(),
+        origin: config_origin.to_owned(),
+        reevaluate,
+    };
+    let task = tokio::spawn(reload_loop(how, changes, signal, mailbox));
     LiveReload {
         _watcher: watcher,
         _registration: registration,
@@ -145,10 +192,27 @@ fn watch_changes(signal: mpsc::Sender<()>, files: &[PathBuf], mailbox: Option<&M
     }
 }
 
+/// The engine, and how its config is read again.
+struct HowToReload {
+    engine: Engine,
+    origin: String,
+    reevaluate: Option<Reevaluate>,
+}
+
+impl HowToReload {
+    async fn reload(&self) -> crate::Result<crate::engine::ReloadSummary> {
+        match reevaluated(self.reevaluate.as_ref(), &self.origin).await {
+            Some(Ok(config)) => self.engine.reload(Some(config)).await,
+            Some(Err(error)) => Err(error),
+            None => self.engine.reload(None).await,
+        }
+    }
+}
+
 /// Gather requests until quiet, reload once, answer the request files taken. SIGHUP joins
 /// the same stream.
 async fn reload_loop(
-    engine: Engine,
+    how: HowToReload,
     mut changes: mpsc::Receiver<()>,
     signal: mpsc::Sender<()>,
     mailbox: Option<Mailbox>,
@@ -168,7 +232,7 @@ async fn reload_loop(
         // Taken before the reload: a request written during it gets the next one, which
         // then reads whatever it was asked after.
         let requests = mailbox.as_ref().map(Mailbox::take_requests).unwrap_or_default();
-        let result = engine.reload(None).await;
+        let result = how.reload().await;
         if let Err(error) = &result {
             tracing::error!(%error, "config reload failed; still serving the previous config");
         }
@@ -221,8 +285,12 @@ mod tests {
 
     #[test]
     fn objects_and_scripts_are_not_watched() {
-        assert!(config_files(&config_from("<object>")).is_empty());
-        assert!(config_files(&config_from("/x/anygpt.config.ts")).is_empty());
+        assert!(config_files(&config_from("<object>"), true).is_empty());
+        assert!(config_files(&config_from("/x/anygpt.config.ts"), false).is_empty());
+        assert_eq!(
+            config_files(&config_from("/x/anygpt.config.ts"), true),
+            [PathBuf::from("/x/anygpt.config.ts")]
+        );
     }
 
     #[test]
@@ -237,7 +305,7 @@ mod tests {
         );
         std::fs::write(&file, yaml).unwrap();
         let config = Config::from_file(&file).unwrap();
-        let watched = config_files(&config);
+        let watched = config_files(&config, false);
         assert!(watched.contains(&file), "{watched:?}");
         assert!(watched.contains(&desktop), "{watched:?}");
     }
