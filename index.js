@@ -116,9 +116,15 @@ function defineConfig(config) {
  */
 async function createEngine(options = {}) {
   const loaded = await loadConfig(binding.locateConfig, options.config)
-  return loaded.value === undefined
-    ? new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
-    : new DiscoveryEngine(loaded.value, loaded.path)
+  if (loaded.value === undefined) return new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
+  const engine = new DiscoveryEngine(loaded.value, loaded.path)
+  // The engine cannot read a TS/JS file itself: `reload()` with no config evaluates it again
+  // here (a bad file rejects with CONFIGURATION_ERROR and the current config keeps serving).
+  const reload = engine.reload
+  engine.reload = async function (config) {
+    return reload.call(this, config === undefined ? (await loadJsConfig(loaded.path)).value : config)
+  }
+  return engine
 }
 
 // The commands whose configuration errors exit 2 (the seed's table); serving exits 1.

@@ -9,9 +9,14 @@ import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { hostTriple } from '../scripts/host.mjs';
+import { createEngine } from '../index.js';
 import { bin, call, isolatedEnv, referenceServer, root, spawnGateway, tempDir, waitFor, writeConfig } from './helpers.mjs';
 
 const native = join(root, 'target', hostTriple(), 'debug/anygpt-discovery');
+
+// createEngine runs an engine in this process: keep its snapshots and audit log out of the user's folders.
+process.env.ANYGPT_DISCOVERY_CACHE_DIR = tempDir('anygpt-discovery-cache-');
+process.env.ANYGPT_DISCOVERY_STATE_DIR = tempDir('anygpt-discovery-state-');
 
 /** Run the CLI through the npm bin; resolves with { code, stdout, stderr }. */
 function cli(args, env) {
@@ -149,6 +154,27 @@ export default defineConfig({ other: { kept: true }, discovery: { servers } });
     } finally {
       await gateway.client.close();
       await gateway.exit;
+    }
+  });
+});
+
+describe('createEngine() with a TS config', () => {
+  test('reload() evaluates the file again; a bad file rejects and the old config keeps serving', async () => {
+    const file = join(tempDir(), 'anygpt.config.ts');
+    const ts = (servers) => `const servers: unknown[] = ${JSON.stringify(servers)};\nexport default { discovery: { servers } };\n`;
+    writeFileSync(file, ts([]));
+    const engine = await createEngine({ config: file });
+    try {
+      assert.deepEqual(await engine.listServers(), []);
+      writeFileSync(file, ts([referenceServer('memory')]));
+      assert.deepEqual(await engine.reload(), { kept: [], restarted: [], stopped: [], added: ['memory'] });
+      writeFileSync(file, 'export default { discovery: { servers: [ }');
+      await assert.rejects(engine.reload(), (error) => error.code === 'CONFIGURATION_ERROR' && error.message.includes('anygpt.config.ts'));
+      assert.deepEqual((await engine.listServers()).map((s) => s.name), ['memory']);
+      // An explicit config still wins over the file.
+      assert.deepEqual((await engine.reload({ servers: [] })).stopped, ['memory']);
+    } finally {
+      await engine.close();
     }
   });
 });
