@@ -128,7 +128,9 @@ pub fn live_reload(
         origin: config_origin.to_owned(),
         reevaluate,
     };
-    let task = tokio::spawn(reload_loop(how, changes, signal, mailbox));
+    // Subscribed before the task runs: a SIGHUP from now on is this gateway's, not a hangup.
+    let hangups = SIGNALLED.subscribe();
+    let task = tokio::spawn(reload_loop(how, changes, signal, hangups, mailbox));
     LiveReload {
         _watcher: watcher,
         _registration: registration,
@@ -215,11 +217,11 @@ async fn reload_loop(
     how: HowToReload,
     mut changes: mpsc::Receiver<()>,
     signal: mpsc::Sender<()>,
+    mut hangups: watch::Receiver<u64>,
     mailbox: Option<Mailbox>,
 ) {
     // Without a watcher nothing else holds a sender, and SIGHUP must still work.
     let _open = signal;
-    let mut hangups = SIGNALLED.subscribe();
     loop {
         tokio::select! {
             change = changes.recv() => if change.is_none() { return },
