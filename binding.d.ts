@@ -144,6 +144,12 @@ export interface ReloadSummary {
 }
 
 /**
+ * SIGHUP relayed by `runCli`: a gateway serving in this process reloads its config (the
+ * daemon convention). False when none is serving, and the signal then stops the CLI.
+ */
+export declare function requestReload(): boolean
+
+/**
  * Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
  * 0, a command is interrupted (its tool call cancelled) and resolves with 130.
  */
@@ -153,8 +159,10 @@ export declare function requestShutdown(): void
  * Run the CLI as `anygpt-discovery <args…>` with a config the JS side already evaluated
  * (a TS/JS file, and the file it came from); `runCli` in index.js evaluates it and calls
  * this. Resolves with the exit code.
+ * `reevaluate` evaluates that file again (a served config reloads through it: a change to
+ * the file, `config reload`, SIGHUP).
  */
-export declare function runCliWithConfig(args: Array<string>, config?: Record<string, unknown> | undefined, configPath?: string | undefined | null): Promise<number>
+export declare function runCliWithConfig(args: Array<string>, config?: Record<string, unknown> | undefined, configPath?: string | undefined | null, reevaluate?: (() => Promise<Record<string, unknown>>) | undefined): Promise<number>
 
 /** Options of `searchTools`. */
 export interface SearchOptions {

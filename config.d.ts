@@ -46,7 +46,7 @@ export interface DiscoveryConfig {
    * Imports from other clients' configs: `{ type, path? }` each (see `sources`), checked
    * and read when the config is built.
    */
-  sources?: Array<unknown>
+  sources?: Array<SourceEntry>
   /**
    * Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
    * decides; any `enabled: true` turns on whitelist mode).
@@ -133,30 +133,51 @@ export interface ServerConfig {
 }
 
 /** `connection`: stdio (`command`, `args`, `env`, `cwd`) or http (`url`, `headers`). */
-export interface ServerConnection {
-  /**
-   * `stdio` (the default), `http` (streamable HTTP, falling back to HTTP+SSE) or `sse`.
-   * @default "stdio"
-   */
-  type?: TransportKind
-  /** stdio: the program to run (`npx`, `node`, `uvx`, a path). */
-  command?: string | null
-  /** stdio: its arguments. `${VAR}` and `${VAR:-default}` expand from the environment. */
-  args?: Array<string>
-  /** stdio: added to the gateway's environment; `${VAR}` expands at launch. */
-  env?: Record<string, string>
-  /** stdio: working folder, relative to the config file's folder. */
-  cwd?: string | null
-  /** http/sse: the server's URL (for `sse`, its event stream). */
-  url?: string | null
-  /** http/sse: sent with every request; `${VAR}` expands. */
-  headers?: Record<string, string>
-  /**
-   * http: how to sign in when the server asks for it (MCP authorization, OAuth 2.1). Without
-   * it a server that answers 401 is still signed in to, by dynamic client registration.
-   */
-  oauth?: OAuthSpec | null
+export type ServerConnection =
+  /** A local process speaking MCP on stdin/stdout. */
+  | {
+    /** @default "stdio" */
+    type?: "stdio"
+    /** The program to run (`npx`, `node`, `uvx`, a path). */
+    command: string
+    /** Its arguments. `${VAR}` and `${VAR:-default}` expand from the environment. */
+    args?: Array<string>
+    /** Added to the gateway's environment; `${VAR}` expands at launch. */
+    env?: Record<string, string>
+    /** Working folder, relative to the config file's folder. */
+    cwd?: string | null
+  }
+  /** Streamable HTTP, falling back to legacy HTTP+SSE when the server does not speak it. */
+  | {
+    type: "http"
+    /** The server's URL (for `sse`, its event stream). */
+    url: string
+    /** Sent with every request; `${VAR}` expands. */
+    headers?: Record<string, string>
+    /**
+     * How to sign in when the server asks for it (MCP authorization, OAuth 2.1). Without
+     * it a server that answers 401 is still signed in to, by dynamic client registration.
+     */
+    oauth?: OAuthSpec | null
+  }
+  /** Legacy HTTP+SSE only (MCP 2024-11-05): `url` is the event stream. */
+  | {
+    type: "sse"
+    /** The server's URL (for `sse`, its event stream). */
+    url: string
+    /** Sent with every request; `${VAR}` expands. */
+    headers?: Record<string, string>
+  }
+
+/** One entry of `sources`: a client's name, or `{ type, path? }` to read other files than its default ones. */
+export type SourceEntry = SourceType | {
+  type: SourceType
+  /** Read this file instead of the client's default ones (relative to the config file; `~/` is your home). */
+  path?: string | null
 }
+
+/** A client whose config `sources` can import. */
+export type SourceType = "claude-desktop" | "claude-code" | "cursor" | "vscode" | "windsurf" | "zed" | "docker-mcp" | "custom"
 
 /** One entry of `toolRules`. */
 export interface ToolRule {

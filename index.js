@@ -4,7 +4,7 @@
 // stable code travels as a `CODE: ` message prefix and is moved into `error.code` here.
 
 const binding = require('./binding.js')
-const { configArg, loadConfig } = require('./lib/load-config.js')
+const { configArg, loadConfig, loadJsConfig } = require('./lib/load-config.js')
 
 const CODE_PREFIX = /^([A-Z][A-Z_]+): /
 
@@ -116,9 +116,15 @@ function defineConfig(config) {
  */
 async function createEngine(options = {}) {
   const loaded = await loadConfig(binding.locateConfig, options.config)
-  return loaded.value === undefined
-    ? new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
-    : new DiscoveryEngine(loaded.value, loaded.path)
+  if (loaded.value === undefined) return new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
+  const engine = new DiscoveryEngine(loaded.value, loaded.path)
+  // The engine cannot read a TS/JS file itself: `reload()` with no config evaluates it again
+  // here (a bad file rejects with CONFIGURATION_ERROR and the current config keeps serving).
+  const reload = engine.reload
+  engine.reload = async function (config) {
+    return reload.call(this, config === undefined ? (await loadJsConfig(loaded.path)).value : config)
+  }
+  return engine
 }
 
 // The commands whose configuration errors exit 2 (the seed's table); serving exits 1.
@@ -128,7 +134,8 @@ const COMMANDS = new Set(['list', 'search', 'tools', 'inspect', 'execute', 'conf
  * Run the CLI as `anygpt-discovery <args…>`, e.g. `runCli(['search', 'echo', '--json'])`:
  * output goes to this process's stdout/stderr, and the promise resolves with the exit code
  * (never rejects). A TS/JS config the search order picks is evaluated here first. While it
- * runs, SIGINT/SIGTERM/SIGHUP stop it (a tool call is cancelled, exit 130; a server exits 0).
+ * runs, SIGINT/SIGTERM stop it (a tool call is cancelled, exit 130; a server exits 0); SIGHUP
+ * makes a server reload its config and stops a command.
  */
 async function runCli(args = process.argv.slice(2)) {
   let config
@@ -138,13 +145,18 @@ async function runCli(args = process.argv.slice(2)) {
     process.stderr.write(`error: ${error && error.message}\n`)
     return args.some((arg) => COMMANDS.has(arg)) ? 2 : 1
   }
-  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP']
+  const signals = ['SIGINT', 'SIGTERM']
   // A Rust-side signal handler would fight Node's: Node catches them and asks the CLI to stop.
   for (const signal of signals) process.on(signal, binding.requestShutdown)
+  const hangup = () => binding.requestReload() || binding.requestShutdown()
+  process.on('SIGHUP', hangup)
   try {
-    return await binding.runCliWithConfig(args, config.value, config.path)
+    // A served TS/JS config reloads by being evaluated again here (the engine decides when).
+    const reevaluate = config.value === undefined ? undefined : async () => (await loadJsConfig(config.path)).value
+    return await binding.runCliWithConfig(args, config.value, config.path, reevaluate)
   } finally {
     for (const signal of signals) process.off(signal, binding.requestShutdown)
+    process.off('SIGHUP', hangup)
   }
 }
 

@@ -63,8 +63,41 @@ export const d = defineConfig({ discovery: { servers: [{ name: 'x' }] } });
   // Lines 3-6 of the module: one error each, at the field.
   assert.match(output, /config\.ts\(3,\d+\).*'idleTimeoutMS' does not exist.*Did you mean to write 'idleTimeoutMs'/);
   assert.match(output, /config\.ts\(4,\d+\).*Type 'string' is not assignable to type 'number'/);
-  assert.match(output, /config\.ts\(5,\d+\).*'"websocket"' is not assignable to type 'TransportKind/);
+  assert.match(output, /config\.ts\(5,\d+\).*'"websocket"' is not assignable to type '"stdio" \| "http" \| "sse" \| undefined'/);
   assert.match(output, /config\.ts\(6,\d+\).*Property 'connection' is missing/);
+});
+
+test('connection is a union discriminated by type: a field of another transport is rejected', () => {
+  const { ok, output } = compile(`${importPackage}
+export const a = defineConfig({ discovery: { servers: [{ name: 'x', connection: { type: 'http', url: 'http://h', command: 'npx' } }] } });
+export const b = defineConfig({ discovery: { servers: [{ name: 'x', connection: { type: 'stdio', command: 'node', headers: {} } }] } });
+export const c = defineConfig({ discovery: { servers: [{ name: 'x', connection: { type: 'sse' } }] } });
+export const d = defineConfig({ discovery: { sources: ['vs-code'] } });
+export const e = defineConfig({ discovery: { sources: [{ type: 'cursor', paths: '~/x.json' }] } });
+`);
+  assert.equal(ok, false);
+  assert.match(output, /config\.ts\(3,\d+\).*'command' does not exist in type '\{ type: "http"/);
+  assert.match(output, /config\.ts\(4,\d+\).*'headers' does not exist in type '\{ type\?: "stdio"/);
+  assert.match(output, /config\.ts\(5,\d+\).*\n\s*Property 'url' is missing/);
+  assert.match(output, /config\.ts\(6,\d+\).*'"vs-code"' is not assignable to type 'SourceEntry'/);
+  assert.match(output, /config\.ts\(7,\d+\).*'paths' does not exist/);
+});
+
+test('every transport and source form the engine takes compiles', () => {
+  const { ok, output } = compile(`${importPackage}
+export default defineConfig({
+  discovery: {
+    servers: [
+      { name: 'a', connection: { command: 'npx', args: ['-y', 'x'], env: { K: '\${K}' }, cwd: '.' } },
+      { name: 'b', connection: { type: 'stdio', command: 'node' } },
+      { name: 'c', connection: { type: 'http', url: 'https://h/mcp', headers: { Authorization: 'Bearer \${T}' } } },
+      { name: 'd', connection: { type: 'sse', url: 'https://h/sse' } },
+    ],
+    sources: ['claude-desktop', { type: 'cursor' }, { type: 'custom', path: '~/servers.yaml' }],
+  },
+});
+`);
+  assert.ok(ok, output);
 });
 
 test('another section beside discovery is allowed, and $schema too', () => {
@@ -114,8 +147,8 @@ export default defineConfig({
   try {
     const { body } = await call(gateway.client, 'list_mcp_servers');
     assert.deepEqual(body.servers.map((s) => [s.name, s.status]), [['typed', 'connected']]);
-    // A TS config is evaluated once; the log says edits apply on restart.
-    assert.match(gateway.stderr(), /TS\/JS config: changes apply when the gateway restarts/);
+    // The bin can evaluate it again: the file is watched (config-reload.test.mjs reloads it).
+    assert.match(gateway.stderr(), /watching the config for changes/);
   } finally {
     await gateway.client.close();
     await gateway.exit;

@@ -9,7 +9,8 @@
 //
 // Renders the subset of JSON Schema that schemars emits for serde types: $defs/$ref, objects
 // (properties, required, additionalProperties), arrays, scalars, enums/consts, anyOf/oneOf,
-// type lists with null, descriptions and defaults (as JSDoc).
+// type lists with null, descriptions and defaults (as JSDoc); a union of objects (`connection`,
+// one per transport) becomes a documented TypeScript union discriminated by `type`.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +28,8 @@ const NAMES = {
   CacheSpec: 'CacheConfig',
   AuditSpec: 'AuditConfig',
   OneOrMany: 'PatternList',
+  SourceSpec: 'SourceEntry',
+  SourceKind: 'SourceType',
 };
 
 const tsName = (rustName) => NAMES[rustName] ?? rustName;
@@ -99,7 +102,16 @@ function doc(schema, pad) {
   return `${pad}/**\n${parts.map((p) => `${pad} * ${p.replaceAll('*/', '*\\/')}`.trimEnd()).join('\n')}\n${pad} */\n`;
 }
 
+/** A union of objects (a discriminated union such as `connection`): one documented member a line. */
+function objectUnion(schema) {
+  const members = schema.oneOf ?? schema.anyOf;
+  if (!members || !members.every((m) => m.type === 'object' && m.properties)) return undefined;
+  return members.map((m) => `\n${doc(m, '  ')}  | ${objectType(m, 1)}`).join('');
+}
+
 function declaration(name, schema) {
+  const union = objectUnion(schema);
+  if (union) return `${doc(schema, '')}export type ${name} =${union}`;
   const body = typeOf(schema, 0);
   const isObject = body.startsWith('{');
   return `${doc(schema, '')}${isObject ? `export interface ${name} ${body}` : `export type ${name} = ${body}`}`;

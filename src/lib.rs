@@ -37,6 +37,7 @@ pub mod gateway;
 pub(crate) mod hash;
 pub(crate) mod lenient_json;
 pub mod paths;
+pub(crate) mod registry;
 pub mod rules;
 pub mod search;
 pub(crate) mod secrets;

@@ -1,5 +1,5 @@
 //! Where the gateway keeps files: the platform cache directory (catalog snapshots) and state
-//! directory (audit log), each overridable by an environment variable so tests and
+//! directory (audit log, the registry of serving gateways), each overridable by an environment variable so tests and
 //! containers can point them elsewhere. What it writes there says which tools a user has and
 //! what they ran, so on Unix the files are created owner-only (0600) and new folders 0700.
 
@@ -23,6 +23,13 @@ pub fn cache_dir() -> Option<PathBuf> {
 #[must_use]
 pub fn state_dir() -> Option<PathBuf> {
     from_env(STATE_DIR_ENV).or_else(|| dirs::state_dir().or_else(dirs::data_local_dir).map(|d| d.join(APP)))
+}
+
+/// Where serving gateways register themselves so `config reload` can find them
+/// (`crate::registry`): `gateways` under the state directory.
+#[must_use]
+pub fn gateways_dir() -> Option<PathBuf> {
+    state_dir().map(|d| d.join("gateways"))
 }
 
 fn from_env(name: &str) -> Option<PathBuf> {

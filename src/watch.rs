@@ -1,33 +1,86 @@
-//! Live reload while serving: the config's files are watched, and a change — once the files
-//! have been quiet for [`DEBOUNCE`] — reloads the engine (`Engine::reload`, which keeps the
-//! servers a change does not touch). A bad edit is logged and the previous config keeps
-//! serving; the next good edit applies.
+//! Live reload while serving. Four things ask for one: a change to the config's files, a
+//! `config reload` request file for this gateway (`crate::registry`), SIGHUP (the Unix
+//! convention for daemons: the native binary's `shutdown::os_signal` and the npm bin's
+//! relay call [`request_reload`]) and `engine.reload()` from the Node API (direct). Requests
+//! are gathered until they have been quiet for [`DEBOUNCE`], then the engine reloads once
+//! (`Engine::reload`, which keeps the servers a change does not touch) and every request
+//! file taken is answered with the outcome. A bad edit is logged and the previous config
+//! keeps serving; the next good edit applies.
+//!
+//! A TS/JS config (the npm bin evaluated it with jiti) reloads too: the front end that
+//! evaluated it hands over a [`Reevaluate`] hook, and a reload calls it for the new object
+//! instead of reading the file in Rust. The Rust watcher stays the one place triggers meet:
+//! a second, JS-side watcher (fs.watch) would miss `config reload` requests and SIGHUP, or
+//! need the same debounce and reload plumbing twice; the hook is a napi threadsafe function
+//! that runs `loadJsConfig` (jiti without its module cache) on Node's thread.
 //!
 //! Each file's folder is watched rather than the file itself: editors and atomic writers
 //! replace a file by renaming another over it, which ends a watch on the file.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::locate::is_js_config;
 use crate::config::Config;
 use crate::engine::Engine;
+use crate::registry::{Mailbox, Outcome, Registration};
 
 /// How long the files must stay quiet before a reload: an editor's save is several events.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 
-/// Reloads an engine while it lives; dropping it stops watching.
+/// SIGHUP and its npm-bin relay: a counter every serving gateway of this process watches.
+static SIGNALLED: LazyLock<watch::Sender<u64>> = LazyLock::new(|| watch::channel(0).0);
+
+/// Ask every gateway serving in this process to reload (SIGHUP). False when none is serving,
+/// so the caller can treat the signal as the hangup it otherwise is.
+pub fn request_reload() -> bool {
+    if SIGNALLED.receiver_count() == 0 {
+        return false;
+    }
+    SIGNALLED.send_modify(|n| *n = n.wrapping_add(1));
+    true
+}
+
+/// What a [`Reevaluate`] call resolves with.
+pub type Evaluation = Pin<Box<dyn Future<Output = crate::Result<serde_json::Value>> + Send>>;
+
+/// Evaluates a TS/JS config again on the JS side: resolves with the new object (the
+/// `discovery` section as `runCli` hands it over) or a configuration error.
+#[derive(Clone)]
+pub struct Reevaluate(pub Arc<dyn Fn() -> Evaluation + Send + Sync>);
+
+impl std::fmt::Debug for Reevaluate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Reevaluate")
+    }
+}
+
+/// The config `origin` evaluated again: through `reevaluate` when the JS side evaluated it,
+/// else `None` (the engine reads it again itself).
+async fn reevaluated(reevaluate: Option<&Reevaluate>, origin: &str) -> Option<crate::Result<Config>> {
+    let reevaluate = reevaluate?;
+    Some(match (reevaluate.0)().await {
+        Ok(value) => Config::from_value(value, origin),
+        Err(error) => Err(error),
+    })
+}
+
+/// Reloads an engine while it lives; dropping it stops watching and unregisters the gateway.
 #[derive(Debug)]
-pub struct ReloadOnChange {
-    _watcher: RecommendedWatcher,
+pub struct LiveReload {
+    _watcher: Option<RecommendedWatcher>,
+    _registration: Option<Registration>,
     task: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for ReloadOnChange {
+impl Drop for LiveReload {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -35,69 +88,167 @@ impl Drop for ReloadOnChange {
 
 /// The files of `config` a change to should reload: the config file when it is read natively,
 /// every client file it imported, and every client file looked for but missing (so creating
-/// one is noticed). None for an object, and none for a TS/JS config: the JS side evaluated it
-/// once, at start (said once in the log).
+/// one is noticed). None for an object. A TS/JS config: the file itself when it can be
+/// evaluated again (`js_reloads`; the modules it imports are not watched), else none, said
+/// once in the log.
 #[must_use]
-pub fn config_files(config: &Config) -> Vec<PathBuf> {
+pub fn config_files(config: &Config, js_reloads: bool) -> Vec<PathBuf> {
     let origin = config.origin.as_str();
     if origin == "<object>" {
         return Vec::new();
     }
     if is_js_config(Path::new(origin)) {
+        if js_reloads {
+            return vec![PathBuf::from(origin)];
+        }
         tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
         return Vec::new();
     }
     config.files_to_watch()
 }
 
-/// Watch `files` and reload `engine` after each change. `None` when there is nothing to watch
-/// or the platform's watcher cannot start (logged; serving goes on without live reload).
-/// Needs a tokio runtime.
+/// Serve `engine`'s config live: watch `files`, register the gateway in the state directory
+/// (so `config reload` finds it) and listen for SIGHUP; reload after each. Needs a tokio
+/// runtime. What cannot start (no state directory, a platform watcher failing) is logged and
+/// the rest goes on.
 #[must_use]
-pub fn reload_on_change(engine: &Engine, files: &[PathBuf]) -> Option<ReloadOnChange> {
-    if files.is_empty() {
+pub fn live_reload(
+    engine: &Engine,
+    config_origin: &str,
+    files: &[PathBuf],
+    reevaluate: Option<Reevaluate>,
+) -> LiveReload {
+    let files = absolute(files);
+    let registration = register(config_origin, &files);
+    let mailbox = registration.as_ref().map(Registration::mailbox);
+    let (signal, changes) = mpsc::channel::<()>(1);
+    let watcher = watch_changes(signal.clone(), &files, mailbox.as_ref());
+    let how = HowToReload {
+        engine: engine.clone(),
+        origin: config_origin.to_owned(),
+        reevaluate,
+    };
+    // Subscribed before the task runs: a SIGHUP from now on is this gateway's, not a hangup.
+    let hangups = SIGNALLED.subscribe();
+    let task = tokio::spawn(reload_loop(how, changes, signal, hangups, mailbox));
+    LiveReload {
+        _watcher: watcher,
+        _registration: registration,
+        task,
+    }
+}
+
+fn register(origin: &str, files: &[PathBuf]) -> Option<Registration> {
+    let origin = if origin.starts_with('<') {
+        origin.to_owned()
+    } else {
+        canonical(Path::new(origin)).display().to_string()
+    };
+    let dir = crate::paths::gateways_dir()?;
+    match Registration::register(&dir, &origin, files) {
+        Ok(registration) => Some(registration),
+        Err(error) => {
+            tracing::warn!(%error, dir = %dir.display(), "cannot register the gateway; `config reload` will not reach it");
+            None
+        }
+    }
+}
+
+/// A path made absolute, its links resolved when it exists, so two spellings of one config
+/// compare equal.
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    let here = std::env::current_dir().unwrap_or_default();
+    let path = here.join(path);
+    std::fs::canonicalize(&path).unwrap_or(path)
+}
+
+/// One watcher for the config's folders and the registry's folder: a change to one of
+/// `files`, or a request file for this gateway, sends on `signal`.
+fn watch_changes(signal: mpsc::Sender<()>, files: &[PathBuf], mailbox: Option<&Mailbox>) -> Option<RecommendedWatcher> {
+    if files.is_empty() && mailbox.is_none() {
         return None;
     }
-    let files = absolute(files);
-    let (signal, mut changes) = mpsc::channel::<()>(1);
-    let ours = files.clone();
+    let ours = files.to_vec();
+    let requests = mailbox.cloned();
     let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if touches(&event, &ours) => {
+        Ok(event) if touches(&event, &ours) || requests.as_ref().is_some_and(|m| asks(&event, m)) => {
             // Full means a change is already waiting to be seen: this one joins it.
             let _ = signal.try_send(());
         }
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "config watcher"),
     };
-    let watcher = match watch_folders(handler, &files) {
-        Ok(watcher) => watcher,
+    let mut folders: BTreeSet<&Path> = files.iter().filter_map(|f| f.parent()).collect();
+    if let Some(mailbox) = mailbox {
+        folders.insert(mailbox.dir());
+    }
+    match watch_folders(handler, &folders) {
+        Ok(watcher) => {
+            tracing::info!(files = files.len(), "watching the config for changes");
+            Some(watcher)
+        }
         Err(error) => {
-            tracing::warn!(%error, "cannot watch the config; changes apply when the gateway restarts");
-            return None;
+            tracing::warn!(%error, "cannot watch the config; changes apply on SIGHUP or when the gateway restarts");
+            None
         }
-    };
-    tracing::info!(files = files.len(), "watching the config for changes");
-    let engine = engine.clone();
-    let task = tokio::spawn(async move {
-        while changes.recv().await.is_some() {
-            quiet(&mut changes, DEBOUNCE).await;
-            if let Err(error) = engine.reload(None).await {
-                tracing::error!(%error, "config reload failed; still serving the previous config");
-            }
-        }
-    });
-    Some(ReloadOnChange {
-        _watcher: watcher,
-        task,
-    })
+    }
 }
 
-fn watch_folders(handler: impl notify::EventHandler, files: &[PathBuf]) -> notify::Result<RecommendedWatcher> {
+/// The engine, and how its config is read again.
+struct HowToReload {
+    engine: Engine,
+    origin: String,
+    reevaluate: Option<Reevaluate>,
+}
+
+impl HowToReload {
+    async fn reload(&self) -> crate::Result<crate::engine::ReloadSummary> {
+        match reevaluated(self.reevaluate.as_ref(), &self.origin).await {
+            Some(Ok(config)) => self.engine.reload(Some(config)).await,
+            Some(Err(error)) => Err(error),
+            None => self.engine.reload(None).await,
+        }
+    }
+}
+
+/// Gather requests until quiet, reload once, answer the request files taken. SIGHUP joins
+/// the same stream.
+async fn reload_loop(
+    how: HowToReload,
+    mut changes: mpsc::Receiver<()>,
+    signal: mpsc::Sender<()>,
+    mut hangups: watch::Receiver<u64>,
+    mailbox: Option<Mailbox>,
+) {
+    // Without a watcher nothing else holds a sender, and SIGHUP must still work.
+    let _open = signal;
+    loop {
+        tokio::select! {
+            change = changes.recv() => if change.is_none() { return },
+            signalled = hangups.changed() => {
+                if signalled.is_err() { return }
+                tracing::info!("SIGHUP: reloading the config");
+            }
+        }
+        quiet(&mut changes, DEBOUNCE).await;
+        // Taken before the reload: a request written during it gets the next one, which
+        // then reads whatever it was asked after.
+        let requests = mailbox.as_ref().map(Mailbox::take_requests).unwrap_or_default();
+        let result = how.reload().await;
+        if let Err(error) = &result {
+            tracing::error!(%error, "config reload failed; still serving the previous config");
+        }
+        if let Some(mailbox) = &mailbox {
+            mailbox.answer(&requests, &Outcome::of(&result));
+        }
+    }
+}
+
+fn watch_folders(handler: impl notify::EventHandler, folders: &BTreeSet<&Path>) -> notify::Result<RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(handler)?;
-    let folders: BTreeSet<&Path> = files.iter().filter_map(|f| f.parent()).collect();
     // A client that is not installed has no folder to watch; its config appearing later
     // (with its folder) is picked up on the next restart or reload.
-    for folder in folders.into_iter().filter(|f| f.is_dir()) {
+    for folder in folders.iter().filter(|f| f.is_dir()) {
         watcher.watch(folder, RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
@@ -111,6 +262,12 @@ async fn quiet(changes: &mut mpsc::Receiver<()>, window: Duration) {
 /// Whether `event` may have changed one of `files` (reads do not).
 fn touches(event: &notify::Event, files: &[PathBuf]) -> bool {
     !matches!(event.kind, EventKind::Access(_)) && event.paths.iter().any(|p| files.iter().any(|f| f == p))
+}
+
+/// Whether `event` is a reload request for this gateway arriving (created or renamed in).
+fn asks(event: &notify::Event, mailbox: &Mailbox) -> bool {
+    matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
+        && event.paths.iter().any(|p| mailbox.is_request(p))
 }
 
 fn absolute(files: &[PathBuf]) -> Vec<PathBuf> {
@@ -130,8 +287,12 @@ mod tests {
 
     #[test]
     fn objects_and_scripts_are_not_watched() {
-        assert!(config_files(&config_from("<object>")).is_empty());
-        assert!(config_files(&config_from("/x/anygpt.config.ts")).is_empty());
+        assert!(config_files(&config_from("<object>"), true).is_empty());
+        assert!(config_files(&config_from("/x/anygpt.config.ts"), false).is_empty());
+        assert_eq!(
+            config_files(&config_from("/x/anygpt.config.ts"), true),
+            [PathBuf::from("/x/anygpt.config.ts")]
+        );
     }
 
     #[test]
@@ -146,7 +307,7 @@ mod tests {
         );
         std::fs::write(&file, yaml).unwrap();
         let config = Config::from_file(&file).unwrap();
-        let watched = config_files(&config);
+        let watched = config_files(&config, false);
         assert!(watched.contains(&file), "{watched:?}");
         assert!(watched.contains(&desktop), "{watched:?}");
     }

@@ -27,12 +27,16 @@ pub enum ConfigCommand {
     Sources,
     /// Which config file the search order picks, and every place it looks.
     Path,
+    /// Make the gateways serving this config (or `--all`) re-read it now (exit 2: one
+    /// reported an error and keeps its previous config, or none is serving).
+    Reload(super::reload::ReloadArgs),
 }
 
 pub fn run(command: ConfigCommand, options: &Options, ui: &Ui) -> i32 {
     match command {
         ConfigCommand::Path => path(options, ui),
         ConfigCommand::Validate => validate(options, ui),
+        ConfigCommand::Reload(args) => super::reload::run(args, options, ui),
         ConfigCommand::Show | ConfigCommand::Sources => {
             let config = match super::load_config(options.config.as_ref(), options.object.clone()) {
                 Ok(config) => config,

@@ -26,6 +26,7 @@ mod inspect;
 mod list;
 mod output;
 mod progress;
+mod reload;
 mod search;
 mod tools;
 mod trust;
@@ -133,11 +134,13 @@ fn parse_log_filter(text: &str) -> Result<String, BadLogFilter> {
     Ok(word.to_owned())
 }
 
-/// A config evaluated elsewhere (by the JS bin): the object and where it came from.
+/// A config evaluated elsewhere (by the JS bin): the object, where it came from, and how to
+/// evaluate it again when a served config reloads.
 #[derive(Debug, Clone)]
 pub struct ConfigObject {
     pub value: Value,
     pub origin: String,
+    pub reevaluate: Option<crate::watch::Reevaluate>,
 }
 
 /// Run the CLI on a runtime of its own and wait for its exit code: what the native binary's
@@ -243,12 +246,15 @@ struct Options {
 }
 
 async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
+    let reevaluate = options.object.as_ref().and_then(|o| o.reevaluate.clone());
     match resolve_config(options.config.as_ref(), options.object) {
         Ok(config) => {
             tracing::info!(config = %config.origin, servers = config.servers().len(), "serving MCP on stdio");
-            let watched = crate::watch::config_files(&config);
+            let watched = crate::watch::config_files(&config, reevaluate.is_some());
+            let origin = config.origin.clone();
             let engine = Engine::new(config);
-            let _live_reload = crate::watch::reload_on_change(&engine, &watched);
+            // Dropped when serving ends: stops watching and unregisters the gateway.
+            let _live_reload = crate::watch::live_reload(&engine, &origin, &watched, reevaluate);
             crate::gateway::serve_stdio(engine, shutdown).await;
             exit::OK
         }

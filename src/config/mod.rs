@@ -58,6 +58,7 @@ pub struct DiscoverySection {
     /// Imports from other clients' configs: `{ type, path? }` each (see `sources`), checked
     /// and read when the config is built.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<sources::SourceSpec>")]
     pub sources: Vec<Value>,
     /// Enable, disable and tag tools by pattern, in order (the first rule that sets `enabled`
     /// decides; any `enabled: true` turns on whitelist mode).
@@ -288,6 +289,7 @@ pub enum TransportKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
+#[schemars(transform = schema::connection_union)]
 pub struct ConnectionSpec {
     /// `stdio` (the default), `http` (streamable HTTP, falling back to HTTP+SSE) or `sse`.
     #[serde(rename = "type", default)]

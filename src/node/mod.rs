@@ -491,17 +491,25 @@ static SHUTDOWN: LazyLock<Notify> = LazyLock::new(Notify::new);
 /// Run the CLI as `anygpt-discovery <args…>` with a config the JS side already evaluated
 /// (a TS/JS file, and the file it came from); `runCli` in index.js evaluates it and calls
 /// this. Resolves with the exit code.
+/// `reevaluate` evaluates that file again (a served config reloads through it: a change to
+/// the file, `config reload`, SIGHUP).
 #[napi]
 pub async fn run_cli_with_config(
     args: Vec<String>,
     #[napi(ts_arg_type = "Record<string, unknown> | undefined")] config: Option<Value>,
     config_path: Option<String>,
+    #[napi(ts_arg_type = "(() => Promise<Record<string, unknown>>) | undefined")] reevaluate: Option<
+        ReevaluateCallback,
+    >,
 ) -> i32 {
     // clap wants the program name first.
     let program_and_args: Vec<String> = std::iter::once("anygpt-discovery".to_owned()).chain(args).collect();
+    let origin = config_path.unwrap_or_else(|| "<object>".into());
+    let reevaluate = reevaluate.map(|callback| reevaluate_hook(callback, origin.clone()));
     let config = config.map(|value| ConfigObject {
         value,
-        origin: config_path.unwrap_or_else(|| "<object>".into()),
+        origin,
+        reevaluate,
     });
     // The CLI gets a thread and runtime of its own (see `cli::run_blocking`) rather than
     // napi's shared multi-thread one; the promise resolves when it exits.
@@ -517,6 +525,40 @@ pub async fn run_cli_with_config(
     }
     // A panic on that thread drops `done`: report it as a failure, not a hang.
     exit_code.await.unwrap_or(cli::exit::BAD_INPUT)
+}
+
+/// `loadJsConfig` again, on Node's thread; resolves with the new object.
+type ReevaluateCallback = ThreadsafeFunction<(), Promise<Value>, (), Status, false>;
+
+/// The hook a served TS/JS config reloads through. A rejection (a syntax error, a throw in
+/// the config) becomes a configuration error: the reload fails and the old config serves on.
+fn reevaluate_hook(callback: ReevaluateCallback, origin: String) -> crate::watch::Reevaluate {
+    let callback = Arc::new(callback);
+    crate::watch::Reevaluate(Arc::new(move || {
+        let callback = callback.clone();
+        let origin = origin.clone();
+        Box::pin(async move {
+            let failed = |e: napi::Error| EngineError::Configuration {
+                origin: origin.clone(),
+                path: "(evaluating the file)".into(),
+                // `loadJsConfig`'s message starts with the file, which the error names already.
+                reason: e
+                    .reason
+                    .split_once(": cannot load config: ")
+                    .map_or_else(|| e.reason.clone(), |(_, r)| r.to_owned()),
+            };
+            let promise = callback.call_async_catch(()).await.map_err(failed)?;
+            promise.await.map_err(failed)
+        })
+    }))
+}
+
+/// SIGHUP relayed by `runCli`: a gateway serving in this process reloads its config (the
+/// daemon convention). False when none is serving, and the signal then stops the CLI.
+#[napi]
+#[must_use]
+pub fn request_reload() -> bool {
+    crate::watch::request_reload()
 }
 
 /// Ask a running `runCli` to stop: a server closes its downstream servers and resolves with
