@@ -124,6 +124,7 @@ mod tests {
             ],
             pending: None,
             query_cut: false,
+            vectors_pending: None,
         };
         assert_eq!(
             human("github issue", &response),
@@ -139,6 +140,7 @@ mod tests {
             results: vec![],
             pending: None,
             query_cut: false,
+            vectors_pending: None,
         };
         assert_eq!(
             human("zzz", &response),

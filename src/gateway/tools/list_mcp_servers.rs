@@ -27,6 +27,9 @@ pub const NO_SERVERS_HINT: &str =
 #[derive(Debug, Serialize)]
 pub struct Output {
     pub servers: Vec<ServerInfo>,
+    /// The semantic search tier: `on`, `off`, `no-model`, `loading` or `failed`.
+    #[serde(rename = "semanticSearch")]
+    pub semantic_search: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<&'static str>,
 }
@@ -35,6 +38,10 @@ impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
         let servers = engine.list_servers().await;
         let hint = servers.is_empty().then_some(NO_SERVERS_HINT);
-        Output { servers, hint }
+        Output {
+            servers,
+            semantic_search: engine.semantic_status().0,
+            hint,
+        }
     }
 }
