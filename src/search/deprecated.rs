@@ -16,7 +16,11 @@ pub fn is_deprecated(description: &str) -> bool {
 
 /// Byte offset of the deprecation marker in `description`.
 fn marker(description: &str) -> Option<usize> {
-    if let Some(at) = description.match_indices("DEPRECATED").map(|(at, _)| at).find(|&at| is_word(description, at, 10)) {
+    if let Some(at) = description
+        .match_indices("DEPRECATED")
+        .map(|(at, _)| at)
+        .find(|&at| is_word(description, at, 10))
+    {
         return Some(at);
     }
     let lower = description.to_ascii_lowercase();
@@ -57,13 +61,14 @@ pub fn deprecation_note(description: &str, summary: &str) -> Option<String> {
     if summary.to_ascii_lowercase().contains("deprecated") {
         return None;
     }
-    let start = description[..at]
-        .rfind(['.', '!', '?', '\n'])
-        .map_or(0, |end| end + 1);
+    let start = description[..at].rfind(['.', '!', '?', '\n']).map_or(0, |end| end + 1);
     let rest = &description[at..];
     let end = rest
         .char_indices()
-        .find(|&(i, c)| matches!(c, '.' | '!' | '?' | '\n') && rest[i + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace))
+        .find(|&(i, c)| {
+            matches!(c, '.' | '!' | '?' | '\n')
+                && rest[i + c.len_utf8()..].chars().next().is_none_or(char::is_whitespace)
+        })
         .map_or(description.len(), |(i, c)| at + i + c.len_utf8());
     let sentence = description[start..end].split_whitespace().collect::<Vec<_>>().join(" ");
     if sentence.chars().count() <= MAX_NOTE_CHARS {
@@ -108,7 +113,10 @@ mod tests {
             deprecation_note(description, "Read the complete contents of a file as text.").as_deref(),
             Some("DEPRECATED: Use read_text_file instead.")
         );
-        assert_eq!(deprecation_note(description, "DEPRECATED: Use read_text_file instead."), None);
+        assert_eq!(
+            deprecation_note(description, "DEPRECATED: Use read_text_file instead."),
+            None
+        );
         assert_eq!(deprecation_note("Read a file.", "Read a file."), None);
         let long = format!("Old. Deprecated: {}", "word ".repeat(100));
         assert!(deprecation_note(&long, "Old.").unwrap().chars().count() <= MAX_NOTE_CHARS);

@@ -27,9 +27,10 @@ pub const NO_SERVERS_HINT: &str =
 #[derive(Debug, Serialize)]
 pub struct Output {
     pub servers: Vec<ServerInfo>,
-    /// The semantic search tier: `on`, `off`, `no-model`, `loading` or `failed`.
-    #[serde(rename = "semanticSearch")]
-    pub semantic_search: String,
+    /// The semantic search tier: `on`, `loading`, `failed` or `off` (turned off in the
+    /// config); absent when no model is installed (search is lexical, as without the tier).
+    #[serde(rename = "semanticSearch", skip_serializing_if = "Option::is_none")]
+    pub semantic_search: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<&'static str>,
 }
@@ -40,7 +41,7 @@ impl ListServers {
         let hint = servers.is_empty().then_some(NO_SERVERS_HINT);
         Output {
             servers,
-            semantic_search: engine.semantic_status().0,
+            semantic_search: Some(engine.semantic_status().0).filter(|word| word != "no-model"),
             hint,
         }
     }

@@ -25,7 +25,9 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
         x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
         "matrix sizes do not match"
     );
-    let threads = THREADS.with(Cell::get).min(std::thread::available_parallelism().map_or(1, usize::from));
+    let threads = THREADS
+        .with(Cell::get)
+        .min(std::thread::available_parallelism().map_or(1, usize::from));
     let parallelism = if threads > 1 && n > 1 {
         gemm::Parallelism::Rayon(threads)
     } else {
@@ -69,6 +71,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[expect(clippy::float_cmp, reason = "small integers are exact in f32")]
     fn multiplies_by_the_transposed_weights_and_adds() {
         // x = [[1, 2], [3, 4]], w = [[1, 0], [0, 1], [1, 1]] (3 outputs × 2 inputs).
         let x = [1.0, 2.0, 3.0, 4.0];

@@ -13,8 +13,8 @@
 //!   yields between tools; a search never waits for it: tools without vectors are ranked
 //!   lexically, and the answer says how many are still pending.
 
-pub mod model;
 mod kernel;
+pub mod model;
 mod store;
 pub mod wordpiece;
 
@@ -83,6 +83,9 @@ pub struct Job {
 /// yet (`has` says which do), or `None` once its owner is gone.
 pub type Source = Box<dyn Fn(&dyn Fn(u64) -> bool) -> Option<Vec<Job>> + Send + Sync>;
 
+/// A tier in the process-wide registry: its model folder, vector cache folder, and itself.
+type Registered = (PathBuf, Option<PathBuf>, Weak<Tier>);
+
 /// One model and the vectors made with it.
 pub struct Tier {
     dir: PathBuf,
@@ -114,7 +117,7 @@ impl Tier {
     /// vector file (none: vectors live in memory only).
     #[must_use]
     pub fn shared(dir: &Path, cache: Option<PathBuf>) -> Arc<Self> {
-        static TIERS: Mutex<Vec<(PathBuf, Option<PathBuf>, Weak<Tier>)>> = Mutex::new(Vec::new());
+        static TIERS: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
         let mut tiers = TIERS.lock().unwrap_or_else(PoisonError::into_inner);
         tiers.retain(|(_, _, tier)| tier.strong_count() > 0);
         if let Some(tier) = tiers
@@ -195,9 +198,7 @@ impl Tier {
         while Instant::now() < deadline {
             match self.status() {
                 Status::Failed { .. } | Status::NoModel | Status::Off => return true,
-                Status::On { .. }
-                    if !self.busy.load(std::sync::atomic::Ordering::Acquire) && self.missing() == 0 =>
-                {
+                Status::On { .. } if !self.busy.load(std::sync::atomic::Ordering::Acquire) && self.missing() == 0 => {
                     return true;
                 }
                 _ => std::thread::sleep(Duration::from_millis(50)),
@@ -256,7 +257,9 @@ fn run(tier: &Weak<Tier>) {
     let Some(model) = load(tier) else { return };
     let mut file = {
         let Some(tier) = tier.upgrade() else { return };
-        tier.cache.as_ref().map(|dir| VectorFile::open(dir, model.id(), model.dimensions()))
+        tier.cache
+            .as_ref()
+            .map(|dir| VectorFile::open(dir, model.id(), model.dimensions()))
     };
     loop {
         let Some(strong) = tier.upgrade() else { return };
@@ -476,7 +479,10 @@ mod tests {
         catalog.set_server_tools(
             "files",
             vec![
-                tool("read_file", "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead."),
+                tool(
+                    "read_file",
+                    "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.",
+                ),
                 tool("read_text_file", "Read the complete contents of a file as text."),
                 tool("write_file", "Write a file."),
             ],
@@ -530,7 +536,10 @@ mod tests {
         bytes[last] ^= 0xff;
         std::fs::write(&weights, &bytes).unwrap();
         let error = Model::load(&model_dir).unwrap_err().to_string();
-        assert!(error.contains("model.safetensors") && error.contains("sha256") && error.contains("reinstall"), "{error}");
+        assert!(
+            error.contains("model.safetensors") && error.contains("sha256") && error.contains("reinstall"),
+            "{error}"
+        );
         std::fs::remove_file(model_dir.join("manifest.json")).unwrap();
         let error = Model::load(&model_dir).unwrap_err().to_string();
         assert!(error.contains("manifest.json"), "{error}");
@@ -559,7 +568,10 @@ mod tests {
 
     #[test]
     fn no_model_folder_means_no_tier() {
-        assert_eq!(locate(Some(Path::new("/nonexistent/model"))), Some(PathBuf::from("/nonexistent/model")));
+        assert_eq!(
+            locate(Some(Path::new("/nonexistent/model"))),
+            Some(PathBuf::from("/nonexistent/model"))
+        );
         let dir = tempfile::tempdir().unwrap();
         let package = dir.path().join("pkg");
         write_tiny_model(&package.join("model"));
@@ -588,7 +600,10 @@ mod tests {
         // A deprecated tool ranks below its live twin that matches as well.
         let read = ids(&search_fused(&catalog, &Query::new("read a file"), &tier).hits);
         let position = |id: &str| read.iter().position(|x| x == id).unwrap();
-        assert!(position("files:read_text_file") < position("files:read_file"), "{read:?}");
+        assert!(
+            position("files:read_text_file") < position("files:read_file"),
+            "{read:?}"
+        );
     }
 
     #[test]
@@ -637,6 +652,9 @@ mod tests {
     fn tool_text_reads_identifiers_as_words() {
         let catalog = catalog();
         let entry = catalog.tool("clock", "get_current_time").unwrap();
-        assert_eq!(tool_text(entry), "clock get current time: Get the current time in a zone. Parameters: path");
+        assert_eq!(
+            tool_text(entry),
+            "clock get current time: Get the current time in a zone. Parameters: path"
+        );
     }
 }

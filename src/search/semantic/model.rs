@@ -57,7 +57,7 @@ struct Shape {
 
 #[derive(Debug)]
 struct Linear {
-    /// `out × in`, row-major (as PyTorch stores it).
+    /// `out × in`, row-major (as `PyTorch` stores it).
     weight: Vec<f32>,
     bias: Vec<f32>,
     inputs: usize,
@@ -256,7 +256,9 @@ impl Model {
             add_assign(&mut x, &projected);
             layer_norm(&mut x, &layer.attention_norm);
             linear_into(&x, n, &layer.intermediate, &mut inner);
-            inner.iter_mut().for_each(|v| *v = gelu(*v));
+            for v in &mut inner {
+                *v = gelu(*v);
+            }
             linear_into(&inner, n, &layer.output, &mut projected);
             add_assign(&mut x, &projected);
             layer_norm(&mut x, &layer.output_norm);
@@ -274,7 +276,9 @@ impl Model {
 pub fn normalize(v: &mut [f32]) {
     let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
     if norm > 0.0 {
-        v.iter_mut().for_each(|a| *a /= norm);
+        for a in v.iter_mut() {
+            *a /= norm;
+        }
     }
 }
 
@@ -339,7 +343,11 @@ fn gelu(x: f32) -> f32 {
 }
 
 /// The error function to about 1e-7 (Numerical Recipes' Chebyshev fit of erfc).
-#[expect(clippy::unreadable_literal, reason = "published coefficients, copied as printed")]
+#[expect(
+    clippy::unreadable_literal,
+    clippy::excessive_precision,
+    reason = "published coefficients, copied as printed"
+)]
 fn erf(x: f32) -> f32 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
@@ -348,7 +356,8 @@ fn erf(x: f32) -> f32 {
             + t * (0.37409196
                 + t * (0.09678418
                     + t * (-0.18628806
-                        + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
+                        + t * (0.27886807
+                            + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
     let complement = t * poly.exp();
     if x >= 0.0 {
         1.0 - complement
@@ -374,7 +383,9 @@ fn linear(
     let weight = take(&format!("{prefix}.weight"))?;
     let [rows, columns] = weight.matrix()?;
     if rows != outputs || (inputs != 0 && columns != inputs) {
-        return Err(format!("{prefix}.weight is {rows}×{columns}, expected {outputs}×{inputs}"));
+        return Err(format!(
+            "{prefix}.weight is {rows}×{columns}, expected {outputs}×{inputs}"
+        ));
     }
     Ok(Linear {
         bias: take(&format!("{prefix}.bias"))?.values_of(&[outputs])?,
@@ -422,7 +433,11 @@ impl Tensor {
     /// The values, when the shape is `expected` (0 = any size on that axis).
     fn values_of(self, expected: &[usize]) -> Result<Vec<f32>, String> {
         let fits = self.shape.len() == expected.len()
-            && self.shape.iter().zip(expected).all(|(&have, &want)| want == 0 || have == want);
+            && self
+                .shape
+                .iter()
+                .zip(expected)
+                .all(|(&have, &want)| want == 0 || have == want);
         if fits {
             Ok(self.data)
         } else {
@@ -432,7 +447,8 @@ impl Tensor {
 }
 
 /// Parse a safetensors file (8-byte little-endian header length, a JSON header of
-/// `name: {dtype, shape, data_offsets}`, then the data). Only F32 tensors are read.
+/// `name: {dtype, shape, data_offsets}`, then the data). Only F32 tensors are read; others
+/// (buffers such as `position_ids`) are skipped.
 fn safetensors(bytes: &[u8]) -> Result<HashMap<String, Tensor>, String> {
     #[derive(serde::Deserialize)]
     struct Entry {
@@ -456,7 +472,9 @@ fn safetensors(bytes: &[u8]) -> Result<HashMap<String, Tensor>, String> {
     for (name, entry) in entries {
         let entry: Entry = serde_json::from_value(entry).map_err(|e| format!("{name}: {e}"))?;
         if entry.dtype != "F32" {
-            return Err(format!("{name} is {}, only F32 weights are read", entry.dtype));
+            // Not a weight the forward pass reads (e.g. `position_ids`, I64); a weight that is
+            // missing for this reason is reported by name when it is taken.
+            continue;
         }
         let [start, end] = entry.data_offsets;
         let count: usize = entry.shape.iter().product();
@@ -496,7 +514,13 @@ impl Manifest {
             path: path.to_owned(),
             reason: e.to_string(),
         })?;
-        if manifest.id.is_empty() || manifest.id.len() > 100 || !manifest.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        if manifest.id.is_empty()
+            || manifest.id.len() > 100
+            || !manifest
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
             return Err(ModelError::Manifest {
                 path: path.to_owned(),
                 reason: "its id must be 1-100 letters, digits, '-', '_' or '.'".into(),
@@ -526,9 +550,11 @@ fn read_checked(path: &Path, expected: &str) -> Result<Vec<u8>, ModelError> {
 /// Lowercase hex sha256.
 #[must_use]
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut hex, byte| {
-        use std::fmt::Write;
-        let _ = write!(hex, "{byte:02x}");
-        hex
-    })
+    Sha256::digest(bytes)
+        .iter()
+        .fold(String::with_capacity(64), |mut hex, byte| {
+            use std::fmt::Write;
+            let _ = write!(hex, "{byte:02x}");
+            hex
+        })
 }

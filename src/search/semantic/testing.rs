@@ -9,15 +9,64 @@ const INTERMEDIATE: usize = 128;
 const LAYERS: usize = 2;
 const POSITIONS: usize = 64;
 const WORDS: &[&str] = &[
-    "read", "write", "file", "files", "text", "time", "current", "get", "convert", "zone", "weather", "forecast",
-    "city", "search", "web", "delete", "create", "issue", "echo", "message", "add", "numbers", "list", "directory",
-    "the", "a", "of", "to", "in", "what", "is", "it", "server", "parameters", "path", "query", "deprecated", "use",
-    "instead", "tokyo", "contents", "complete", "as", "##s", "##ing", "##ed", "_", ":", ",", ".",
+    "read",
+    "write",
+    "file",
+    "files",
+    "text",
+    "time",
+    "current",
+    "get",
+    "convert",
+    "zone",
+    "weather",
+    "forecast",
+    "city",
+    "search",
+    "web",
+    "delete",
+    "create",
+    "issue",
+    "echo",
+    "message",
+    "add",
+    "numbers",
+    "list",
+    "directory",
+    "the",
+    "a",
+    "of",
+    "to",
+    "in",
+    "what",
+    "is",
+    "it",
+    "server",
+    "parameters",
+    "path",
+    "query",
+    "deprecated",
+    "use",
+    "instead",
+    "tokyo",
+    "contents",
+    "complete",
+    "as",
+    "##s",
+    "##ing",
+    "##ed",
+    "_",
+    ":",
+    ",",
+    ".",
 ];
 
 /// Write the tiny model into `dir` and return `dir`.
 pub fn write_tiny_model(dir: &Path) -> PathBuf {
-    let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].iter().map(|s| (*s).to_owned()).collect();
+    let mut vocab: Vec<String> = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
     vocab.extend(WORDS.iter().map(|s| (*s).to_owned()));
     vocab.extend(('a'..='z').map(String::from));
     vocab.extend(('a'..='z').map(|c| format!("##{c}")));
@@ -59,7 +108,11 @@ pub fn write_tiny_model(dir: &Path) -> PathBuf {
             seed ^= seed << 17;
             #[expect(clippy::cast_precision_loss, reason = "a random number in 0..1 is all this is")]
             let unit = (seed >> 40) as f32 / (1u64 << 24) as f32;
-            let value = if name.ends_with("LayerNorm.weight") { 1.0 } else { (unit - 0.5) * 0.4 };
+            let value = if name.ends_with("LayerNorm.weight") {
+                1.0
+            } else {
+                (unit - 0.5) * 0.4
+            };
             data.extend_from_slice(&value.to_le_bytes());
         }
         if i > 0 {
@@ -71,6 +124,16 @@ pub fn write_tiny_model(dir: &Path) -> PathBuf {
             data.len()
         );
     }
+    // A buffer the real checkpoints carry and the forward pass does not read (not F32).
+    let start = data.len();
+    for position in 0..POSITIONS as u64 {
+        data.extend_from_slice(&position.to_le_bytes());
+    }
+    let _ = write!(
+        header,
+        r#","embeddings.position_ids":{{"dtype":"I64","shape":[1,{POSITIONS}],"data_offsets":[{start},{}]}}"#,
+        data.len()
+    );
     header.push('}');
     let mut file = (header.len() as u64).to_le_bytes().to_vec();
     file.extend_from_slice(header.as_bytes());

@@ -1,4 +1,4 @@
-//! BERT's uncased WordPiece tokenizer: what all-MiniLM-L6-v2 was trained with.
+//! BERT's uncased `WordPiece` tokenizer: what all-MiniLM-L6-v2 was trained with.
 //!
 //! Basic tokenization (lowercase, accents stripped after NFD, control characters dropped,
 //! punctuation and CJK ideographs split off as words of their own), then greedy
@@ -150,7 +150,10 @@ mod tests {
     use super::*;
 
     fn tokenizer() -> WordPiece {
-        let vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "read", "##ing", "file", "_", "cafe", "東", "京", "un", "##aff", "##able"];
+        let vocab = [
+            "[PAD]", "[UNK]", "[CLS]", "[SEP]", "read", "##ing", "file", "_", "cafe", "東", "京", "un", "##aff",
+            "##able",
+        ];
         WordPiece::from_vocab(&vocab.join("\n")).unwrap()
     }
 
