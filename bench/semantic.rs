@@ -33,7 +33,12 @@ fn main() {
         std::env::var_os(discovery::search::semantic::MODEL_ENV).is_some(),
         "set ANYGPT_SEARCH_MODEL to the model folder (node scripts/model-package.mjs makes one)"
     );
-    let cache = std::env::temp_dir().join(format!("anygpt-semantic-bench-{}", std::process::id()));
+    // A fresh vector cache (every tool embedded), unless `SEMANTIC_BENCH_CACHE` names one to
+    // keep: a second run then measures searches over a warm cache without re-embedding.
+    let kept = std::env::var_os("SEMANTIC_BENCH_CACHE").map(PathBuf::from);
+    let cache = kept
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("anygpt-semantic-bench-{}", std::process::id())));
     std::env::set_var(discovery::paths::CACHE_DIR_ENV, &cache);
     let combined = std::fs::read_to_string(data.join("catalogs/combined.jsonl"))
         .unwrap_or_else(|e| panic!("{}: {e} (pass the shared/data folder as the argument)", data.display()));
@@ -59,7 +64,11 @@ fn main() {
             if status == "on" && rss_model.is_none() {
                 rss_model = Some(rss_kb());
             }
-            assert!(status != "failed", "the model did not load: {:?}", engine.semantic_status().1);
+            assert!(
+                status != "failed",
+                "the model did not load: {:?}",
+                engine.semantic_status().1
+            );
             if status == "on" {
                 if response.vectors_pending.is_none() {
                     break;
@@ -81,7 +90,9 @@ fn main() {
         }
         times
     });
-    let _ = std::fs::remove_dir_all(&cache);
+    if kept.is_none() {
+        let _ = std::fs::remove_dir_all(&cache);
+    }
     println!("| tools | embed all (background) | search p50 / p99 while embedding | search p50 / p99 after | RSS model | RSS vectors |");
     println!("|---|---|---|---|---|---|");
     println!(

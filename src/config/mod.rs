@@ -656,7 +656,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search"
         );
     }
 

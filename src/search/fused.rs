@@ -90,14 +90,9 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
             relevance
         };
         if score > 0.0 {
-            let factor = if super::is_deprecated(entry.description()) {
-                DEPRECATED_FACTOR
-            } else {
-                1.0
-            };
             scored.push(Hit {
                 entry,
-                relevance: score * factor,
+                relevance: score,
             });
         }
     }
@@ -118,11 +113,19 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
             .then_with(|| a.entry.name().cmp(b.entry.name()))
     };
     let room = query.limit - hits.len();
-    if scored.len() > room {
-        scored.select_nth_unstable_by(room - 1, order);
-        scored.truncate(room);
+    // Deprecation is read from descriptions: only for the few that can make the answer.
+    let wanted = room + super::DEPRECATION_LOOKAHEAD;
+    if scored.len() > wanted {
+        scored.select_nth_unstable_by(wanted - 1, order);
+        scored.truncate(wanted);
+    }
+    for hit in &mut scored {
+        if super::is_deprecated(hit.entry.description()) {
+            hit.relevance *= DEPRECATED_FACTOR;
+        }
     }
     scored.sort_unstable_by(order);
+    scored.truncate(room);
     for hit in &mut scored {
         hit.relevance = hit.relevance.min(0.99);
     }

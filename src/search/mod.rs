@@ -121,7 +121,7 @@ pub fn search<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> Vec<Hit<'a>
 }
 
 /// Hits ranked beyond the limit that a deprecated hit's demotion may bring in.
-const DEPRECATION_LOOKAHEAD: usize = 5;
+pub(crate) const DEPRECATION_LOOKAHEAD: usize = 5;
 /// A deprecated tool's relevance is multiplied by this: it ranks below a live tool that
 /// matches at least half as well (a replacement rarely matches the words better than the
 /// tool it replaces, whose name is often the shorter, more literal one).
