@@ -19,6 +19,18 @@ try {
 }
 const { runCli, requestShutdown, locateConfig } = addon
 
+// The optional semantic-search weights, when installed beside this package: the engine runs
+// inside Node here, so it cannot find them from its own path; tell it where they are.
+if (!process.env.ANYGPT_SEARCH_MODEL) {
+  try {
+    process.env.ANYGPT_SEARCH_MODEL = require('node:path').dirname(
+      require.resolve('@anygpt/discovery-model-minilm/package.json'),
+    )
+  } catch {
+    // Not installed: search is lexical.
+  }
+}
+
 async function main() {
   let config
   try {
