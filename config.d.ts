@@ -59,6 +59,8 @@ export interface DiscoveryConfig {
   /** The JSON Lines log of every `execute_tool`. */
   audit?: AuditConfig
   security?: SecuritySpec
+  /** Search: the optional semantic tier. */
+  search?: SearchSpec
 }
 
 /** `connection.oauth.grant`. */
@@ -102,6 +104,23 @@ export type OnToolChange = "warn" | "block"
 
 /** `pattern: "x"` or `pattern: ["x", "y"]`. */
 export type PatternList = string | Array<string>
+
+/**
+ * `discovery.search`: the semantic tier (a sentence-embedding model fused with the lexical
+ * ranking). Without a model search is lexical, with no error.
+ */
+export interface SearchSpec {
+  /**
+   * `false`: lexical search only, even when a model is installed.
+   * @default true
+   */
+  semantic?: boolean
+  /**
+   * The model folder (or the weights package's folder), relative to the config file;
+   * default: `ANYGPT_SEARCH_MODEL`, else `@anygpt/discovery-model-minilm` next to this package.
+   */
+  model?: string | null
+}
 
 /** `discovery.security`: what the gateway does with tools its trust checks mark. */
 export interface SecuritySpec {

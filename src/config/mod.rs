@@ -75,6 +75,9 @@ pub struct DiscoverySection {
     pub audit: AuditSpec,
     #[serde(default)]
     pub security: SecuritySpec,
+    /// Search: the optional semantic tier.
+    #[serde(default)]
+    pub search: SearchSpec,
 }
 
 impl Default for DiscoverySection {
@@ -89,6 +92,7 @@ impl Default for DiscoverySection {
             max_result_bytes: None,
             audit: AuditSpec::default(),
             security: SecuritySpec::default(),
+            search: SearchSpec::default(),
         }
     }
 }
@@ -97,6 +101,30 @@ impl DiscoverySection {
     #[must_use]
     pub fn max_result_bytes(&self) -> usize {
         self.max_result_bytes.unwrap_or(DEFAULT_MAX_RESULT_BYTES)
+    }
+}
+
+/// `discovery.search`: the semantic tier (a sentence-embedding model fused with the lexical
+/// ranking). Without a model search is lexical, with no error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct SearchSpec {
+    /// `false`: lexical search only, even when a model is installed.
+    #[serde(default = "yes")]
+    pub semantic: bool,
+    /// The model folder (or the weights package's folder), relative to the config file;
+    /// default: `ANYGPT_SEARCH_MODEL`, else `@anygpt/discovery-model-minilm` next to this package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+impl Default for SearchSpec {
+    fn default() -> Self {
+        Self {
+            semantic: true,
+            model: None,
+        }
     }
 }
 
@@ -791,7 +819,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search"
         );
     }
 

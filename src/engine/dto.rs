@@ -81,6 +81,10 @@ pub struct SearchResponse {
     /// to word: the gateway names its meta-tools, Node its methods.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub query_cut: bool,
+    /// Tools in scope the semantic tier has no vector for yet (ranked by words alone until
+    /// the background embedding reaches them); absent when none or when the tier is off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vectors_pending: Option<usize>,
 }
 
 impl SearchResponse {

@@ -45,6 +45,23 @@ pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Largest accepted search limit.
 pub const MAX_SEARCH_LIMIT: usize = 100;
 
+/// A tool's summary in a search answer: its first sentence, and the deprecation note when
+/// that sentence hides it.
+/// Kept within the summary's usual bound: the first sentence gives way to the note.
+fn summary_of(entry: &crate::catalog::ToolEntry) -> String {
+    let Some(note) = search::deprecation_note(entry.description(), &entry.summary) else {
+        return entry.summary.clone();
+    };
+    let room = crate::catalog::SUMMARY_MAX_CHARS.saturating_sub(note.chars().count() + 3);
+    let lead: String = if entry.summary.chars().count() <= room {
+        entry.summary.clone()
+    } else {
+        let cut: String = entry.summary.chars().take(room.saturating_sub(1)).collect();
+        format!("{}…", cut.trim_end())
+    };
+    format!("{lead} ({note})")
+}
+
 /// The discovery engine.
 #[derive(Debug, Clone)]
 pub struct Engine {
@@ -171,22 +188,34 @@ impl Engine {
         // Servers still in their first start; an idle server's tools are already known
         // (snapshot), and a failing one's retries are not worth a "search again".
         let pending = state.upstream.handles().filter(|s| s.is_first_start()).count();
+        if let Some(tier) = state.semantic.clone().filter(|tier| tier.asks_to_wait()) {
+            // Only when the offline harness asked to wait for the vectors (never a gateway).
+            let _ = tokio::task::spawn_blocking(move || tier.wait_if_asked()).await;
+        }
         let catalog = state.read_catalog();
-        let hits = search::search(
-            &catalog,
-            &Query {
-                text: query,
-                server: request.server.as_deref(),
-                limit,
-                include_disabled: request.include_disabled,
-            },
-        );
+        let query = Query {
+            text: query,
+            server: request.server.as_deref(),
+            limit,
+            include_disabled: request.include_disabled,
+        };
+        let (hits, vectors_pending) = match state.semantic.as_deref() {
+            Some(tier) if tier.model().is_some() => {
+                let fused = search::search_fused(&catalog, &query, tier);
+                (fused.hits, fused.pending)
+            }
+            // Still loading: every tool is waiting for its vector.
+            Some(tier) if tier.status() == search::semantic::Status::Loading => {
+                (search::search(&catalog, &query), catalog.tools().count())
+            }
+            _ => (search::search(&catalog, &query), 0),
+        };
         let results: Vec<SearchResult> = hits
             .into_iter()
             .map(|hit| SearchResult {
                 server: hit.entry.server.clone(),
                 tool: hit.entry.name().to_owned(),
-                summary: hit.entry.summary.clone(),
+                summary: summary_of(hit.entry),
                 relevance: (hit.relevance * 100.0).round() / 100.0,
                 tags: hit.entry.tags.clone(),
                 enabled: hit.entry.enabled,
@@ -196,7 +225,22 @@ impl Engine {
             results,
             pending: (pending > 0).then_some(pending),
             query_cut: truncated.is_some(),
+            vectors_pending: (vectors_pending > 0).then_some(vectors_pending),
         })
+    }
+
+    /// The semantic tier's state in one word (`off`, `no-model`, `loading`, `on`, `failed`)
+    /// and, when on, the model's id or, when failed, why.
+    #[must_use]
+    pub fn semantic_status(&self) -> (String, Option<String>) {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        let status = state.semantic_status();
+        let detail = match &status {
+            search::semantic::Status::On { model } => Some(model.clone()),
+            search::semantic::Status::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        };
+        (status.word().to_owned(), detail)
     }
 
     /// The tools of one server.

@@ -54,6 +54,8 @@ pub(super) struct State {
     started: std::sync::Once,
     /// True once the snapshots are read and indexed: searches wait for this, not for servers.
     indexed: watch::Sender<bool>,
+    /// The semantic tier, when on and a model folder was found (shared across reloads).
+    pub semantic: Option<Arc<search::semantic::Tier>>,
 }
 
 impl State {
@@ -112,6 +114,7 @@ impl State {
             audit: AuditLog::from_spec(&config.discovery.audit),
             pins: config.discovery.cache.enabled.then(Pins::in_cache_dir).flatten(),
             validators: validate::Validators::default(),
+            semantic: semantic_tier(&config),
             config,
             started: std::sync::Once::new(),
             indexed: watch::channel(false).0,
@@ -126,10 +129,35 @@ impl State {
         state
     }
 
+    /// Let the semantic tier's background thread find this state's tools without vectors
+    /// (until a reload retires it).
+    fn attach_semantic(self: &Arc<Self>) {
+        let Some(tier) = &self.semantic else { return };
+        let state = Arc::downgrade(self);
+        tier.add_source(Box::new(move |has| {
+            let state = state.upgrade()?;
+            if state.retired.load(Ordering::Acquire) {
+                return None;
+            }
+            let catalog = state.catalog.read().ok()?;
+            Some(search::semantic::jobs_for(&catalog, has))
+        }));
+    }
+
+    /// The semantic tier's state.
+    pub fn semantic_status(&self) -> search::semantic::Status {
+        match &self.semantic {
+            Some(tier) => tier.status(),
+            None if self.config.discovery.search.semantic => search::semantic::Status::NoModel,
+            None => search::semantic::Status::Off,
+        }
+    }
+
     /// Read the snapshots and connect what needs connecting, off the caller's path: the
     /// gateway answers `initialize` while this runs. Runs once; needs a tokio runtime.
     pub fn ensure_started(self: &Arc<Self>) {
         self.started.call_once(|| {
+            self.attach_semantic();
             let state = self.clone();
             // Reading and indexing hundreds of snapshots is file I/O and CPU: not on a
             // thread that answers the client.
@@ -139,6 +167,9 @@ impl State {
                     let _mark = MarkIndexed(&state.indexed);
                     state.load_snapshots()
                 };
+                if let Some(tier) = &state.semantic {
+                    tier.wake();
+                }
                 state.store_checks(unchecked);
             });
             tokio::spawn(apply_events_until_closed(
@@ -519,6 +550,39 @@ fn log_changes(server: &str, changes: &ToolChanges) {
 }
 
 /// The folder of a config file, against which relative `cwd`s resolve.
+/// The semantic tier `config` asks for: none when turned off or when no model folder is
+/// found (said once per process, in one line: search is then lexical, as without the tier).
+fn semantic_tier(config: &Config) -> Option<Arc<search::semantic::Tier>> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let spec = &config.discovery.search;
+    if !spec.semantic {
+        return None;
+    }
+    let configured = spec.model.as_deref().map(|model| {
+        let path = std::path::Path::new(model);
+        match config_dir(&config.origin) {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_path_buf(),
+        }
+    });
+    let Some(dir) = search::semantic::locate(configured.as_deref()) else {
+        SAID.call_once(|| {
+            tracing::info!(
+                "semantic search off: no model found (install @anygpt/discovery-model-minilm, or set discovery.search.model); search is lexical"
+            );
+        });
+        return None;
+    };
+    let cache = config
+        .discovery
+        .cache
+        .enabled
+        .then(crate::paths::cache_dir)
+        .flatten()
+        .map(|dir| dir.join("catalog"));
+    Some(search::semantic::Tier::shared(&dir, cache))
+}
+
 fn config_dir(origin: &str) -> Option<PathBuf> {
     if origin.starts_with('<') {
         return None;

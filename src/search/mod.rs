@@ -22,9 +22,12 @@
 //!   [`RELATIVE_FLOOR`] of the best hit are dropped, so answers do not trail off into noise.
 //! - Ties break by server then name: the same query always gives the same order.
 
+mod deprecated;
+mod fused;
 pub mod index;
 mod indexed;
 pub mod query;
+pub mod semantic;
 mod suggest;
 pub mod synonyms;
 pub mod tokenize;
@@ -34,6 +37,8 @@ use std::cmp::Ordering;
 use crate::catalog::{Catalog, ToolEntry};
 use index::{Candidate, DocRef, Filter, Index};
 
+pub use deprecated::{deprecation_note, is_deprecated};
+pub use fused::{search_fused, Fused};
 pub use indexed::IndexedCatalog;
 pub use suggest::{edit_distance, suggest_servers, suggest_tools};
 
@@ -100,24 +105,56 @@ pub fn search<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> Vec<Hit<'a>
         hits.truncate(query.limit);
         return hits;
     }
-    let wanted = query.limit - hits.len() + exact.len();
-    for (doc, relevance) in rank(index, text, filter, wanted) {
-        if hits.len() == query.limit {
-            break;
-        }
-        if exact.contains(&(doc.server, doc.name, doc.position)) {
-            continue;
-        }
-        if let Some(entry) = resolve(catalog, doc.server, doc.name, doc.position) {
-            hits.push(Hit { entry, relevance });
+    // A few more than needed: a deprecated hit moved down lets the next one in.
+    let wanted = query.limit - hits.len() + exact.len() + DEPRECATION_LOOKAHEAD;
+    let mut ranked: Vec<Hit<'a>> = rank(index, text, filter, wanted)
+        .into_iter()
+        .filter(|(doc, _)| !exact.contains(&(doc.server, doc.name, doc.position)))
+        .filter_map(|(doc, relevance)| {
+            resolve(catalog, doc.server, doc.name, doc.position).map(|entry| Hit { entry, relevance })
+        })
+        .collect();
+    demote_deprecated(&mut ranked);
+    ranked.truncate(query.limit - hits.len());
+    hits.extend(ranked);
+    hits
+}
+
+/// Hits ranked beyond the limit that a deprecated hit's demotion may bring in.
+pub(crate) const DEPRECATION_LOOKAHEAD: usize = 5;
+/// A deprecated tool's relevance is multiplied by this: it ranks below a live tool that
+/// matches at least half as well (a replacement rarely matches the words better than the
+/// tool it replaces, whose name is often the shorter, more literal one).
+pub const DEPRECATED_FACTOR: f64 = 0.5;
+
+/// Scale deprecated hits' relevance by [`DEPRECATED_FACTOR`] and restore the order (relevance,
+/// then server and name). Hits without a deprecated tool keep their order exactly.
+fn demote_deprecated(hits: &mut [Hit<'_>]) {
+    let mut changed = false;
+    for hit in hits.iter_mut() {
+        if is_deprecated(hit.entry.description()) {
+            hit.relevance *= DEPRECATED_FACTOR;
+            changed = true;
         }
     }
-    hits
+    if changed {
+        hits.sort_by(|a, b| {
+            b.relevance
+                .total_cmp(&a.relevance)
+                .then_with(|| a.entry.server.cmp(&b.entry.server))
+                .then_with(|| a.entry.name().cmp(b.entry.name()))
+        });
+    }
 }
 
 /// Ranked documents for `text` with their relevance, best first, at most `limit`, none
 /// below [`MIN_RELEVANCE`].
 fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> Vec<(DocRef<'i>, f64)> {
+    rank_with(index, text, filter, limit, RELATIVE_FLOOR)
+}
+
+/// [`rank`] with the share of the best score under which hits are dropped (`floor`).
+fn rank_with<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize, floor: f32) -> Vec<(DocRef<'i>, f64)> {
     let parsed = query::parse(index, text);
     if parsed.terms.is_empty() {
         return Vec::new();
@@ -133,7 +170,7 @@ fn rank<'i>(index: &'i Index, text: &str, filter: Filter<'_>, limit: usize) -> V
         .collect();
     // Hits under a fifth of the best are dropped anyway: drop them before sorting.
     let top = scored.iter().map(|&(score, _)| score).fold(0.0, f32::max);
-    scored.retain(|&(score, _)| score >= top * RELATIVE_FLOOR);
+    scored.retain(|&(score, _)| score >= top * floor);
     // Equal scores are rare; only then are the documents' names read.
     let order = |a: &(f32, Candidate), b: &(f32, Candidate)| -> Ordering {
         b.0.total_cmp(&a.0)

@@ -446,6 +446,7 @@ mod tests {
             ],
             pending: None,
             query_cut: false,
+            vectors_pending: None,
         };
         assert_eq!(
             search("github issue", &response, PLAIN, 80),
@@ -488,6 +489,7 @@ mod tests {
             results: vec![],
             pending: None,
             query_cut: false,
+            vectors_pending: None,
         };
         assert_eq!(
             search("zzz", &response, PLAIN, 80),
@@ -501,6 +503,7 @@ mod tests {
             results: vec![result("x", 0.5, &[])],
             pending: None,
             query_cut: false,
+            vectors_pending: None,
         };
         let coloured = search("x", &response, Paint { enabled: true }, 80);
         assert!(coloured.contains("\u{1b}["), "{coloured:?}");

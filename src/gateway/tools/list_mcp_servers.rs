@@ -27,6 +27,10 @@ pub const NO_SERVERS_HINT: &str =
 #[derive(Debug, Serialize)]
 pub struct Output {
     pub servers: Vec<ServerInfo>,
+    /// The semantic search tier: `on`, `loading`, `failed` or `off` (turned off in the
+    /// config); absent when no model is installed (search is lexical, as without the tier).
+    #[serde(rename = "semanticSearch", skip_serializing_if = "Option::is_none")]
+    pub semantic_search: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<&'static str>,
 }
@@ -35,6 +39,10 @@ impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
         let servers = engine.list_servers().await;
         let hint = servers.is_empty().then_some(NO_SERVERS_HINT);
-        Output { servers, hint }
+        Output {
+            servers,
+            semantic_search: Some(engine.semantic_status().0).filter(|word| word != "no-model"),
+            hint,
+        }
     }
 }

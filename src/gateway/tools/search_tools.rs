@@ -41,6 +41,9 @@ pub struct SearchBody {
     results: Vec<SearchResult>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pending: Option<usize>,
+    /// Tools still waiting for their semantic vector (ranked by words alone meanwhile).
+    #[serde(rename = "vectorsPending", skip_serializing_if = "Option::is_none")]
+    vectors_pending: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     hint: Option<String>,
 }
@@ -59,6 +62,7 @@ impl SearchTools {
         Ok(SearchBody {
             results: response.results,
             pending: response.pending,
+            vectors_pending: response.vectors_pending,
             hint,
         })
     }
@@ -87,6 +91,7 @@ mod tests {
                 .collect(),
             pending,
             query_cut,
+            vectors_pending: None,
         };
         let hint = |r: SearchResponse| r.hint(NO_RESULTS);
         assert_eq!(hint(response(1, None, false)), None);

@@ -1,0 +1,86 @@
+//! The one matrix product the model needs, through the `gemm` crate (what candle uses
+//! underneath; measured fastest here for one short sequence, BENCHMARKS.md "runtime").
+//!
+//! A search embeds its query on up to two threads (it waits for the answer); the background
+//! embedding of tools uses one, so it never takes more than a core from searches and servers.
+
+use std::cell::Cell;
+
+thread_local! {
+    /// Threads a product on this thread may use (1 on the background thread).
+    static THREADS: Cell<usize> = const { Cell::new(2) };
+}
+
+/// Run `f` with products on this thread using one thread only.
+pub fn single_threaded<T>(f: impl FnOnce() -> T) -> T {
+    let before = THREADS.with(|t| t.replace(1));
+    let out = f();
+    THREADS.with(|t| t.set(before));
+    out
+}
+
+/// `out[n × o] += x[n × i] · wᵀ`, where `w` is `o × i` row-major.
+pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outputs: usize, out: &mut [f32]) {
+    assert!(
+        x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
+        "matrix sizes do not match"
+    );
+    let threads = THREADS
+        .with(Cell::get)
+        .min(std::thread::available_parallelism().map_or(1, usize::from));
+    let parallelism = if threads > 1 && n > 1 {
+        gemm::Parallelism::Rayon(threads)
+    } else {
+        gemm::Parallelism::None
+    };
+    let stride = |v: usize| isize::try_from(v).expect("matrix dimensions fit isize");
+    // `unsafe` because gemm takes raw pointers and strides (its safe wrappers need a matrix
+    // crate); this one call is the only unsafe code of the tier.
+    // SAFETY: the assertion above guarantees every index gemm reads or writes is in bounds:
+    // dst is n × outputs row-major (column stride 1, row stride outputs), lhs is n × inputs
+    // row-major, rhs is wᵀ (inputs × outputs) read from w with column stride `inputs` and row
+    // stride 1. The slices do not overlap (one is borrowed mutably).
+    #[allow(unsafe_code)]
+    unsafe {
+        gemm::gemm(
+            n,
+            outputs,
+            inputs,
+            out.as_mut_ptr(),
+            1,
+            stride(outputs),
+            true,
+            x.as_ptr(),
+            1,
+            stride(inputs),
+            w.as_ptr(),
+            stride(inputs),
+            1,
+            1.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[expect(clippy::float_cmp, reason = "small integers are exact in f32")]
+    fn multiplies_by_the_transposed_weights_and_adds() {
+        // x = [[1, 2], [3, 4]], w = [[1, 0], [0, 1], [1, 1]] (3 outputs × 2 inputs).
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let w = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0];
+        let mut out = [10.0; 6];
+        matmul_transposed_add(&x, 2, 2, &w, 3, &mut out);
+        assert_eq!(out, [11.0, 12.0, 13.0, 13.0, 14.0, 17.0]);
+        let mut single = [0.0; 6];
+        single_threaded(|| matmul_transposed_add(&x, 2, 2, &w, 3, &mut single));
+        assert_eq!(single, [1.0, 2.0, 3.0, 3.0, 4.0, 7.0]);
+    }
+}
