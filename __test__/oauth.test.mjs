@@ -11,6 +11,14 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { bin, call, isolatedEnv, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
 
+/** The token store's file stem for a server (`paths::server_file_stem`): its safe name and
+ * the low 32 bits of the FNV-1a 64 hash of the name. */
+function serverFileStem(name) {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(name)) hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return `${name}-${(hash & 0xffffffffn).toString(16).padStart(8, '0')}`;
+}
+
 const browser = join(root, '__test__/fixtures/approve-browser.mjs');
 
 /** The fixture authorization server + protected MCP server; resolves once it listens. */
@@ -67,7 +75,7 @@ async function setup({ startupTimeoutMs = 8000 } = {}) {
     answers.push(done.stdout, done.stderr);
     return done;
   };
-  const tokenFile = join(state, 'oauth', 'secure.json');
+  const tokenFile = join(state, 'oauth', `${serverFileStem('secure')}.json`);
   const seenTokens = new Set();
   /** Every token the store holds now (kept for the leak check at the end). */
   const storedTokens = () => {

@@ -1,6 +1,6 @@
 //! Where the gateway keeps files: the platform cache directory (catalog snapshots) and state
-//! directory (audit log, the registry of serving gateways), each overridable by an environment variable so tests and
-//! containers can point them elsewhere. What it writes there says which tools a user has and
+//! directory (audit log, the registry of serving gateways), each overridable by an
+//! environment variable so tests and containers can point them elsewhere. What it writes there says which tools a user has and
 //! what they ran, so on Unix the files are created owner-only (0600) and new folders 0700.
 
 use std::path::PathBuf;
@@ -47,8 +47,33 @@ pub enum Durability {
     Cache,
 }
 
-/// `create_dir_all`, with the folders it creates owner-only (0700) on Unix; existing ones are
-/// left as they are (the user may share them on purpose).
+/// A name made safe in a file name on every file system: other characters become `_`, at
+/// most 64 are kept. Names can collide this way (`a.b`, `a_b`): add something unique to it.
+#[must_use]
+pub fn file_safe(name: &str) -> String {
+    name.chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A server name as the stem of a file name: [`file_safe`], then a hash of the whole name, so
+/// `a.b` and `a_b` — or two long names alike in their first 64 characters — never share a file.
+#[must_use]
+pub fn server_file_stem(server: &str) -> String {
+    format!(
+        "{}-{:08x}",
+        file_safe(server),
+        crate::hash::fnv1a(server.as_bytes()) & 0xffff_ffff
+    )
+}
+
 pub fn create_private_dir_all(dir: &std::path::Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
@@ -107,6 +132,14 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8], durability: Durability
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_file_stems_are_safe_and_distinct() {
+        let stem = server_file_stem("../etc/passwd x");
+        assert!(stem.starts_with("___etc_passwd_x-"), "{stem}");
+        assert_ne!(server_file_stem("a.b"), server_file_stem("a_b"));
+        assert_ne!(server_file_stem(&"x".repeat(70)), server_file_stem(&"x".repeat(71)));
+    }
 
     #[test]
     fn atomic_write_replaces_content_and_leaves_no_temp_file() {

@@ -144,18 +144,8 @@ impl SnapshotStore {
     }
 
     fn path(&self, spec: &ServerSpec) -> PathBuf {
-        // Server names may hold characters that are not safe in file names.
-        let safe: String = spec
-            .name
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        // The fingerprint covers the name, so two names made alike by `file_safe` still differ.
+        let safe = crate::paths::file_safe(&spec.name);
         self.dir.join(format!("{safe}-{}.json", fingerprint(spec)))
     }
 

@@ -232,20 +232,8 @@ impl Pins {
     }
 
     fn path(&self, server: &str) -> PathBuf {
-        // The safe form of a name can collide ("a/b", "a_b"); the hash of the real one cannot.
-        let safe: String = server
-            .chars()
-            .take(64)
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
         self.dir
-            .join(format!("{safe}-{:08x}.json", fnv1a(server.as_bytes()) & 0xffff_ffff))
+            .join(format!("{}.json", crate::paths::server_file_stem(server)))
     }
 
     /// Run `f` on `server`'s record (read from disk on first use, or again when `reread`:

@@ -123,19 +123,10 @@ fn server_file(server: &str) -> Option<PathBuf> {
     paths::state_dir().map(|dir| dir.join("oauth").join(file_name(server)))
 }
 
-/// A server name as a file name: only characters safe everywhere, never a path.
+/// A server name as a file name: only characters safe everywhere, never a path, and never
+/// another server's file (`a.b` and `a_b` differ by the hash of the name).
 fn file_name(server: &str) -> String {
-    let safe: String = server
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{safe}.json")
+    format!("{}.json", paths::server_file_stem(server))
 }
 
 /// The file's credentials; an unreadable or damaged file reads as none (the server signs in
@@ -183,7 +174,8 @@ mod tests {
 
     #[test]
     fn file_names_keep_only_safe_characters() {
-        assert_eq!(file_name("github-prod_2"), "github-prod_2.json");
-        assert_eq!(file_name("../etc/passwd x"), "___etc_passwd_x.json");
+        assert!(file_name("github-prod_2").starts_with("github-prod_2-"));
+        assert!(file_name("../etc/passwd x").starts_with("___etc_passwd_x-"));
+        assert_ne!(file_name("a.b"), file_name("a_b"));
     }
 }
