@@ -258,7 +258,7 @@ pub(super) fn http_client() -> Result<reqwest::Client, UpstreamError> {
 }
 
 /// rustls needs one process-wide crypto provider; `ring` builds everywhere without cmake.
-fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     INSTALLED.call_once(|| {
         // Another library in the process may have installed one already; that one is fine.

@@ -46,6 +46,24 @@ pub enum ModelError {
     },
 }
 
+/// What is wrong inside a weights file (a missing tensor, a shape, the header), as a person
+/// reads it; [`ModelError::Format`] adds the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Malformed(String);
+
+impl From<String> for Malformed {
+    fn from(reason: String) -> Self {
+        Self(reason)
+    }
+}
+
+impl From<&str> for Malformed {
+    fn from(reason: &str) -> Self {
+        Self(reason.to_owned())
+    }
+}
+
 /// Shape of the network, from the weights (so a tiny test model loads through the same code).
 #[derive(Debug, Clone, Copy)]
 struct Shape {
@@ -125,11 +143,11 @@ impl Model {
         })?;
         let tensors = safetensors(&weights).map_err(|reason| ModelError::Format {
             path: weights_path.clone(),
-            reason,
+            reason: reason.0,
         })?;
         Self::from_tensors(manifest.id, tensors, tokenizer).map_err(|reason| ModelError::Format {
             path: weights_path,
-            reason,
+            reason: reason.0,
         })
     }
 
@@ -159,12 +177,12 @@ impl Model {
         super::kernel::single_threaded(|| self.embed(text))
     }
 
-    fn from_tensors(id: String, mut tensors: HashMap<String, Tensor>, tokenizer: WordPiece) -> Result<Self, String> {
-        let mut take = |name: &str| -> Result<Tensor, String> {
+    fn from_tensors(id: String, mut tensors: HashMap<String, Tensor>, tokenizer: WordPiece) -> Result<Self, Malformed> {
+        let mut take = |name: &str| -> Result<Tensor, Malformed> {
             tensors
                 .remove(name)
                 .or_else(|| tensors.remove(&format!("bert.{name}")))
-                .ok_or_else(|| format!("no tensor {name}"))
+                .ok_or_else(|| Malformed(format!("no tensor {name}")))
         };
         let words = take("embeddings.word_embeddings.weight")?;
         let positions = take("embeddings.position_embeddings.weight")?;
@@ -172,10 +190,10 @@ impl Model {
         let [vocab_size, hidden] = words.matrix()?;
         let [position_count, _] = positions.matrix()?;
         if vocab_size < tokenizer.len() {
-            return Err(format!(
+            return Err(Malformed::from(format!(
                 "{vocab_size} word embeddings for a vocabulary of {}",
                 tokenizer.len()
-            ));
+            )));
         }
         let embedding_norm = norm(&mut take, "embeddings.LayerNorm", hidden)?;
         let mut layers = Vec::new();
@@ -205,7 +223,7 @@ impl Model {
             });
         }
         if layers.is_empty() {
-            return Err("no encoder layers".into());
+            return Err(Malformed::from("no encoder layers"));
         }
         let intermediate = layers[0].intermediate.outputs;
         // Heads are not in the weights: all-MiniLM-L6-v2 and BERT use 64- or 32-wide heads;
@@ -389,17 +407,17 @@ fn linear_into(x: &[f32], n: usize, layer: &Linear, out: &mut [f32]) {
 }
 
 fn linear(
-    take: &mut impl FnMut(&str) -> Result<Tensor, String>,
+    take: &mut impl FnMut(&str) -> Result<Tensor, Malformed>,
     prefix: &str,
     inputs: usize,
     outputs: usize,
-) -> Result<Linear, String> {
+) -> Result<Linear, Malformed> {
     let weight = take(&format!("{prefix}.weight"))?;
     let [rows, columns] = weight.matrix()?;
     if rows != outputs || (inputs != 0 && columns != inputs) {
-        return Err(format!(
+        return Err(Malformed::from(format!(
             "{prefix}.weight is {rows}×{columns}, expected {outputs}×{inputs}"
-        ));
+        )));
     }
     Ok(Linear {
         bias: take(&format!("{prefix}.bias"))?.values_of(&[outputs])?,
@@ -410,7 +428,7 @@ fn linear(
 }
 
 /// The intermediate projection, whose width the weights decide.
-fn take_shape(take: &mut impl FnMut(&str) -> Result<Tensor, String>, name: &str) -> Result<Linear, String> {
+fn take_shape(take: &mut impl FnMut(&str) -> Result<Tensor, Malformed>, name: &str) -> Result<Linear, Malformed> {
     let weight = take(name)?;
     let [outputs, inputs] = weight.matrix()?;
     let prefix = name.trim_end_matches(".weight");
@@ -422,7 +440,11 @@ fn take_shape(take: &mut impl FnMut(&str) -> Result<Tensor, String>, name: &str)
     })
 }
 
-fn norm(take: &mut impl FnMut(&str) -> Result<Tensor, String>, prefix: &str, width: usize) -> Result<Norm, String> {
+fn norm(
+    take: &mut impl FnMut(&str) -> Result<Tensor, Malformed>,
+    prefix: &str,
+    width: usize,
+) -> Result<Norm, Malformed> {
     Ok(Norm {
         gain: take(&format!("{prefix}.weight"))?.values_of(&[width])?,
         bias: take(&format!("{prefix}.bias"))?.values_of(&[width])?,
@@ -437,15 +459,15 @@ struct Tensor {
 }
 
 impl Tensor {
-    fn matrix(&self) -> Result<[usize; 2], String> {
+    fn matrix(&self) -> Result<[usize; 2], Malformed> {
         match self.shape[..] {
             [rows, columns] => Ok([rows, columns]),
-            _ => Err(format!("expected a matrix, found shape {:?}", self.shape)),
+            _ => Err(Malformed(format!("expected a matrix, found shape {:?}", self.shape))),
         }
     }
 
     /// The values, when the shape is `expected` (0 = any size on that axis).
-    fn values_of(self, expected: &[usize]) -> Result<Vec<f32>, String> {
+    fn values_of(self, expected: &[usize]) -> Result<Vec<f32>, Malformed> {
         let fits = self.shape.len() == expected.len()
             && self
                 .shape
@@ -455,7 +477,10 @@ impl Tensor {
         if fits {
             Ok(self.data)
         } else {
-            Err(format!("expected shape {expected:?}, found {:?}", self.shape))
+            Err(Malformed(format!(
+                "expected shape {expected:?}, found {:?}",
+                self.shape
+            )))
         }
     }
 }
@@ -463,7 +488,7 @@ impl Tensor {
 /// Parse a safetensors file (8-byte little-endian header length, a JSON header of
 /// `name: {dtype, shape, data_offsets}`, then the data). Only F32 tensors are read; others
 /// (buffers such as `position_ids`) are skipped.
-fn safetensors(bytes: &[u8]) -> Result<HashMap<String, Tensor>, String> {
+fn safetensors(bytes: &[u8]) -> Result<HashMap<String, Tensor>, Malformed> {
     #[derive(serde::Deserialize)]
     struct Entry {
         dtype: String,

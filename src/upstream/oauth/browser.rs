@@ -253,6 +253,8 @@ mod tests {
         let listener = Listener::bind(None).await.unwrap();
         let base = listener.redirect_uri.clone();
         let waiting = tokio::spawn(listener.callback("good", "srv"));
+        // reqwest is built without a default TLS provider; the gateway installs one at connect.
+        crate::upstream::remote::install_crypto_provider();
         let client = reqwest::Client::new();
         let wrong = client.get(format!("{base}?code=c&state=evil")).send().await.unwrap();
         assert_eq!(wrong.status(), 400);

@@ -183,7 +183,7 @@ impl Authorizer {
         };
         match tokio::time::timeout(self.wait, pending.finished()).await {
             Ok(Ok(())) => {}
-            Ok(Err(reason)) => return Err(AuthError::AuthorizationFailed(reason)),
+            Ok(Err(SignInFailed(reason))) => return Err(AuthError::AuthorizationFailed(reason)),
             Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
         }
         let mut slot = self.manager.lock().await;
@@ -250,10 +250,10 @@ impl Authorizer {
             let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server))
                 .await
                 .unwrap_or_else(|_| {
-                    Err(format!(
+                    Err(SignInFailed(format!(
                         "nobody signed in to {server} within {} minutes",
                         SIGN_IN_WINDOW.as_secs() / 60
-                    ))
+                    )))
                 });
             if let Err(reason) = &outcome {
                 tracing::warn!(%server, "sign-in failed: {reason}");
@@ -311,20 +311,28 @@ impl Authorizer {
     }
 }
 
+/// Why a sign-in in the browser did not complete, as a person reads it (scrubbed): it becomes
+/// the `AuthorizationFailed` reason of every request that waited for it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct SignInFailed(String);
+
 /// The browser's callback, then the code exchanged for tokens (saved by the manager).
 async fn complete(
     listener: browser::Listener,
     session: AuthorizationSession,
     state: String,
     server: &str,
-) -> Result<(), String> {
+) -> Result<(), SignInFailed> {
     match listener.callback(&state, server).await {
         browser::Callback::Code { code, state, issuer } => session
             .handle_callback_with_issuer(&code, &state, issuer.as_deref())
             .await
             .map(|_| ())
-            .map_err(|e| auth_error_text(&e)),
-        browser::Callback::Refused(why) => Err(format!("the authorization server refused the sign-in: {why}")),
+            .map_err(|e| SignInFailed(auth_error_text(&e))),
+        browser::Callback::Refused(why) => Err(SignInFailed(format!(
+            "the authorization server refused the sign-in: {why}"
+        ))),
     }
 }
 
@@ -359,7 +367,7 @@ fn resource_key(url: &Url) -> String {
 
 /// A sign-in waiting for the browser, shared by every request that needs it.
 pub(crate) struct Pending {
-    finished: watch::Receiver<Option<Result<(), String>>>,
+    finished: watch::Receiver<Option<Result<(), SignInFailed>>>,
 }
 
 impl Pending {
@@ -368,12 +376,12 @@ impl Pending {
         Self { finished }
     }
 
-    async fn finished(&self) -> Result<(), String> {
+    async fn finished(&self) -> Result<(), SignInFailed> {
         let mut finished = self.finished.clone();
         let outcome = finished.wait_for(Option::is_some).await;
         match outcome {
             Ok(value) => value.clone().unwrap_or(Ok(())),
-            Err(_) => Err("the sign-in ended".to_owned()),
+            Err(_) => Err(SignInFailed("the sign-in ended".to_owned())),
         }
     }
 }
