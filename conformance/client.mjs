@@ -59,6 +59,10 @@ function plannedCalls(tools) {
   // Scenarios that name their calls (and the argument values to test) in the context.
   if (Array.isArray(context.toolCalls)) return context.toolCalls.map((c) => [c.name, c.arguments ?? {}]);
   if (scenario === 'http-invalid-tool-headers') return [['valid_tool', { region: 'us-west1' }]];
+  // SEP-2322: each multi-round-trip tool once, the unrelated one after an input-required round.
+  if (scenario === 'sep-2322-client-request-state') {
+    return ['test_mrtr_echo_state', 'test_mrtr_unrelated', 'test_mrtr_no_state', 'test_mrtr_no_result_type'].map((t) => [t, {}]);
+  }
   const planned = plannedCall(tools);
   return planned ? [planned] : [];
 }

@@ -22,7 +22,6 @@ impl State {
         arguments: Option<&Value>,
         options: ExecuteOptions,
     ) -> Result<CallToolResult> {
-        static NO_ARGUMENTS: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| Value::Object(JsonObject::new()));
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
         // The tool may wait for its server's first tool list: an abort must not wait with it.
@@ -43,7 +42,13 @@ impl State {
                 reason,
             });
         }
-        self.validators.check(&entry, arguments.unwrap_or(&NO_ARGUMENTS))?;
+        // Owned: validation may leave out optional nulls, and what it keeps is what is sent.
+        let mut arguments = arguments.cloned();
+        match &mut arguments {
+            Some(arguments) => self.validators.check(&entry, arguments)?,
+            // Absent arguments are checked as `{}` (an empty map does not allocate).
+            None => self.validators.check(&entry, &mut Value::Object(JsonObject::new()))?,
+        }
         // The config's timeout, not the handle's: a reload may have changed it and kept the server.
         let options = ExecuteOptions {
             timeout_ms: Some(
@@ -56,7 +61,10 @@ impl State {
         let mut result = call(
             handle,
             (tool, entry.upstream_name()),
-            arguments.and_then(Value::as_object).cloned(),
+            match arguments {
+                Some(Value::Object(arguments)) => Some(arguments),
+                _ => None,
+            },
             options,
             &cancel,
         )

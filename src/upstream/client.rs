@@ -8,7 +8,9 @@
 //! registers a [`RequestForwarder`] for each `execute_tool` in flight ([`forward_requests`]),
 //! and the newest one of that server answers. It refuses, with a reason, what its client did
 //! not declare. With no call in flight there is no one to ask: elicitation is declined,
-//! sampling refused.
+//! sampling refused. The same requests embedded in an input-required result (SEP-2322,
+//! protocol 2026-07-28) are answered the same way ([`UpstreamClient::fulfil`]); the call's
+//! rounds are driven by `connection`.
 
 // Sampling and roots are deprecated by SEP-2577 (protocol 2026-07-28), but servers on
 // 2025-11-25 and before still send them, and those are the servers we forward for.
@@ -23,8 +25,8 @@ use futures::future::BoxFuture;
 use rmcp::model::ProtocolVersion;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListRootsResult, ProgressNotificationParam,
-    ProgressToken, Request, RequestNoParam, ServerRequest, Tool,
+    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests, InputResponses,
+    ListRootsResult, ProgressNotificationParam, ProgressToken, Request, RequestNoParam, ServerRequest, Tool,
 };
 use rmcp::service::{ClientInitializeError, NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
@@ -95,6 +97,86 @@ impl UpstreamClient {
             .find(|(_, server, _)| *server == self.server)
             .map(|(_, _, forwarder)| forwarder.clone())
     }
+
+    /// A request of the server, answered by the gateway's client through the call's
+    /// forwarder (which refuses what that client did not declare). With no call in flight:
+    /// elicitation declined, sampling refused, no roots.
+    async fn answer(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
+        if let Some(forward) = self.forwarder() {
+            return forward(request).await;
+        }
+        match request {
+            ServerRequest::ElicitRequest(_) => {
+                tracing::info!(server = %self.server, "elicitation outside a call: declined");
+                Ok(ClientResult::ElicitResult(ElicitResult::new(
+                    ElicitationAction::Decline,
+                )))
+            }
+            ServerRequest::ListRootsRequest(_) => Ok(ClientResult::ListRootsResult(ListRootsResult::default())),
+            _ => Err(ErrorData::invalid_request(
+                "sampling is forwarded to the gateway's client only during a call of this server's tools",
+                None,
+            )),
+        }
+    }
+
+    /// The answers to the requests a server embedded in an input-required result (SEP-2322,
+    /// protocol 2026-07-28), each answered exactly as the same request sent on its own would
+    /// be ([`Self::answer`]), one after the other (a person answers elicitations in turn).
+    ///
+    /// # Errors
+    /// `Protocol` for more than [`MAX_INPUT_REQUESTS`]; `Remote` when the gateway's client
+    /// refused or failed one (there is no way to hand a refusal back inside `inputResponses`,
+    /// so the call ends with the reason).
+    pub(super) async fn fulfil(&self, requests: InputRequests) -> Result<InputResponses, UpstreamError> {
+        if requests.len() > MAX_INPUT_REQUESTS {
+            return Err(UpstreamError::protocol(format!(
+                "the server asked for {} inputs in one round (SEP-2322 inputRequests); the gateway answers at most {MAX_INPUT_REQUESTS}",
+                requests.len()
+            )));
+        }
+        let mut responses = InputResponses::new();
+        for (key, request) in requests {
+            let (what, request) = match request {
+                InputRequest::Elicitation(request) => ("elicitation", ServerRequest::ElicitRequest(request)),
+                InputRequest::CreateMessage(request) => ("sampling", ServerRequest::CreateMessageRequest(request)),
+                InputRequest::ListRoots(request) => ("roots", ServerRequest::ListRootsRequest(request)),
+                other => {
+                    return Err(UpstreamError::protocol(format!(
+                        "the server embedded a request the gateway cannot answer in inputRequests: {}",
+                        serde_json::to_value(&other)
+                            .ok()
+                            .and_then(|v| v.get("method").and_then(|m| m.as_str().map(str::to_owned)))
+                            .unwrap_or_default()
+                    )))
+                }
+            };
+            let answer = self.answer(request).await.map_err(|error| {
+                UpstreamError::remote(format!(
+                    "the server needs {what} from the gateway's client to go on (SEP-2322 input request `{}`), and it was refused: {}",
+                    key_shown(&key),
+                    error.message
+                ))
+            })?;
+            let answer = serde_json::to_value(answer)
+                .map_err(|error| UpstreamError::protocol(format!("the {what} answer cannot be encoded: {error}")))?;
+            responses.insert(key, answer);
+        }
+        Ok(responses)
+    }
+}
+
+/// Most requests one input-required result may embed: every one may ask a person, so a
+/// server must not queue up hundreds of questions in one round.
+pub(super) const MAX_INPUT_REQUESTS: usize = 16;
+
+/// An input request's key as an error quotes it: a server chooses it, so it is cut short.
+fn key_shown(key: &str) -> std::borrow::Cow<'_, str> {
+    const MAX_KEY_CHARS: usize = 64;
+    match key.char_indices().nth(MAX_KEY_CHARS) {
+        Some((end, _)) => format!("{}…", &key[..end]).into(),
+        None => key.into(),
+    }
 }
 
 /// What we tell servers we can do: elicitation (form) and sampling, answered by the
@@ -124,11 +206,7 @@ impl ClientHandler for UpstreamClient {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let Some(forward) = self.forwarder() else {
-            tracing::info!(server = %self.server, "elicitation outside a call: declined");
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        match forward(ServerRequest::ElicitRequest(Request::new(request))).await? {
+        match self.answer(ServerRequest::ElicitRequest(Request::new(request))).await? {
             ClientResult::ElicitResult(result) => Ok(result),
             _ => Err(unexpected_answer("elicitation/create")),
         }
@@ -139,23 +217,20 @@ impl ClientHandler for UpstreamClient {
         params: CreateMessageRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let Some(forward) = self.forwarder() else {
-            return Err(ErrorData::invalid_request(
-                "sampling is forwarded to the gateway's client only during a call of this server's tools",
-                None,
-            ));
-        };
-        match forward(ServerRequest::CreateMessageRequest(Request::new(params))).await? {
+        match self
+            .answer(ServerRequest::CreateMessageRequest(Request::new(params)))
+            .await?
+        {
             ClientResult::CreateMessageResult(result) => Ok(*result),
             _ => Err(unexpected_answer("sampling/createMessage")),
         }
     }
 
     async fn list_roots(&self, _context: RequestContext<RoleClient>) -> Result<ListRootsResult, ErrorData> {
-        let Some(forward) = self.forwarder() else {
-            return Ok(ListRootsResult::default());
-        };
-        match forward(ServerRequest::ListRootsRequest(RequestNoParam::default())).await? {
+        match self
+            .answer(ServerRequest::ListRootsRequest(RequestNoParam::default()))
+            .await?
+        {
             ClientResult::ListRootsResult(result) => Ok(result),
             _ => Err(unexpected_answer("roots/list")),
         }

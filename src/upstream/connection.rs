@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use reqwest::Url;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock,
-    ProgressToken, RequestId, ResourceContents, ServerResult, Tool,
+    InputRequiredResult, ProgressToken, ProtocolVersion, RequestId, ResourceContents, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::RoleClient;
@@ -49,6 +49,28 @@ const RELIST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a live session is checked for a transport that closed without its process
 /// exiting (an exit is noticed at once).
 const ENDED_POLL: Duration = Duration::from_secs(1);
+
+/// Most input-required rounds (SEP-2322) one call may take: a server that keeps asking gets
+/// a clear error, not a call that never ends. The same cap as rmcp's and the other SDKs'.
+const MAX_INPUT_ROUNDS: usize = 10;
+/// First pause before echoing a bare `requestState` (no requests to answer); it doubles up to
+/// four times this.
+const STATE_ONLY_PAUSE: Duration = Duration::from_millis(50);
+
+/// What one `tools/call` round ended in.
+enum Round {
+    Complete(CallToolResult),
+    InputRequired(InputRequiredResult),
+}
+
+/// Why a round failed; `None` is its deadline passing (the caller knows the whole limit).
+struct RoundError(Option<UpstreamError>);
+
+impl RoundError {
+    fn or(self, timed_out: UpstreamError) -> UpstreamError {
+        self.0.unwrap_or(timed_out)
+    }
+}
 
 /// A live session.
 pub(crate) struct Connection {
@@ -194,15 +216,91 @@ impl Connection {
     /// Call a tool with a timeout, routing its progress to `progress`. Dropping the returned
     /// future cancels the call downstream (rmcp sends `notifications/cancelled`).
     ///
+    /// A server on protocol 2026-07-28 may answer with an input-required result (SEP-2322):
+    /// the requests it embeds go to the gateway's client ([`UpstreamClient::fulfil`]) and the
+    /// call is sent again with the answers and the server's `requestState` echoed, at most
+    /// [`MAX_INPUT_ROUNDS`] times; `timeout` covers every round.
+    ///
     /// # Errors
-    /// `Timeout`, `Closed` (with what the process did), `Remote` (the server's own error),
-    /// `Protocol`.
+    /// `Timeout`, `Closed` (with what the process did), `Remote` (the server's own error, or
+    /// a refused input request), `Protocol`.
     pub async fn call(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         timeout: Duration,
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || UpstreamError::Timeout {
+            what: "no answer",
+            limit: timeout,
+        };
+        // Only a 2026-07-28 session can ask for input; the others' arguments are not copied.
+        if !self.speaks_input_required() {
+            return match self.call_round(params, deadline, progress).await.map_err(|e| e.or(timed_out()))? {
+                Round::Complete(result) => Ok(result),
+                Round::InputRequired(_) => Err(UpstreamError::protocol(format!(
+                    "the server answered tools/call with an input-required result (SEP-2322), which its protocol version {} does not have",
+                    self.protocol_version()
+                ))),
+            };
+        }
+        let mut state_only_rounds = 0;
+        for round in 1..=MAX_INPUT_ROUNDS {
+            let asked = match self
+                .call_round(params.clone(), deadline, progress.clone())
+                .await
+                .map_err(|e| e.or(timed_out()))?
+            {
+                Round::Complete(result) => return Ok(result),
+                Round::InputRequired(asked) => asked,
+            };
+            // No one is asked for input that would never be sent.
+            if round == MAX_INPUT_ROUNDS {
+                break;
+            }
+            let requests = asked.input_requests.unwrap_or_default();
+            if requests.is_empty() {
+                // Only state to echo: a server shedding load. Back off a little, as rmcp does.
+                let pause = STATE_ONLY_PAUSE * (1 << state_only_rounds.min(2));
+                state_only_rounds += 1;
+                tokio::time::timeout_at(deadline, tokio::time::sleep(pause))
+                    .await
+                    .map_err(|_| timed_out())?;
+            }
+            let responses = tokio::time::timeout_at(deadline, self.service.service().fulfil(requests))
+                .await
+                .map_err(|_| timed_out())??;
+            params.input_responses = (!responses.is_empty()).then_some(responses);
+            params.request_state = asked.request_state;
+        }
+        Err(UpstreamError::protocol(format!(
+            "the server asked for more input {MAX_INPUT_ROUNDS} times in one call (SEP-2322 input_required) without a result; the gateway stops there"
+        )))
+    }
+
+    /// Whether the session negotiated a protocol with input-required results (2026-07-28+).
+    fn speaks_input_required(&self) -> bool {
+        self.service
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28)
+    }
+
+    fn protocol_version(&self) -> String {
+        self.service
+            .peer()
+            .peer_info()
+            .map_or_else(|| "(unknown)".to_owned(), |info| info.protocol_version.to_string())
+    }
+
+    /// One `tools/call` round, answered by `deadline`.
+    async fn call_round(
+        &self,
+        params: CallToolRequestParams,
+        deadline: tokio::time::Instant,
+        progress: Option<ProgressSink>,
+    ) -> Result<Round, RoundError> {
         let peer = self.service.peer();
         // rmcp puts its own progress token on every request; route by the one it chose.
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -217,7 +315,7 @@ impl Connection {
                     peer: peer.clone(),
                     id: Some(handle.id.clone()),
                 };
-                let response = tokio::time::timeout(timeout, handle.await_response()).await;
+                let response = tokio::time::timeout_at(deadline, handle.await_response()).await;
                 if let Ok(Ok(_) | Err(ServiceError::McpError(_))) = &response {
                     abandon.id = None;
                 }
@@ -225,38 +323,42 @@ impl Connection {
             }
             Err(error) => Ok(Err(error)),
         };
-        match outcome {
-            Err(_) => Err(UpstreamError::Timeout {
-                what: "no answer",
-                limit: timeout,
-            }),
-            Ok(Ok(ServerResult::CallToolResult(mut result))) => {
+        let Ok(answer) = outcome else {
+            return Err(RoundError(None));
+        };
+        self.round_outcome(answer).await.map_err(|e| RoundError(Some(e)))
+    }
+
+    async fn round_outcome(&self, answer: Result<ServerResult, ServiceError>) -> Result<Round, UpstreamError> {
+        match answer {
+            Ok(ServerResult::CallToolResult(mut result)) => {
                 scrub_result(&mut result);
-                Ok(result)
+                Ok(Round::Complete(result))
             }
-            Ok(Ok(_)) => Err(UpstreamError::protocol(
+            Ok(ServerResult::InputRequiredResult(asked)) => Ok(Round::InputRequired(asked)),
+            Ok(_) => Err(UpstreamError::protocol(
                 "the server answered tools/call with another result type",
             )),
-            Ok(Err(ServiceError::McpError(e))) if lines::is_unreadable_answer(&e) => {
+            Err(ServiceError::McpError(e)) if lines::is_unreadable_answer(&e) => {
                 Err(UpstreamError::protocol(&e.message))
             }
-            Ok(Err(ServiceError::McpError(e))) => Err(UpstreamError::remote(self.shown(&e.message))),
+            Err(ServiceError::McpError(e)) => Err(UpstreamError::remote(self.shown(&e.message))),
             // The server wants a sign-in nobody has done: the session is of no use until then.
-            Ok(Err(ServiceError::TransportSend(error)))
+            Err(ServiceError::TransportSend(error))
                 if transport_error_text(&error).starts_with(super::oauth::NEEDS_SIGN_IN) =>
             {
                 Err(UpstreamError::closed(transport_error_text(&error)))
             }
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            Ok(Err(ServiceError::TransportSend(error))) if !self.is_closed() => Err(UpstreamError::remote(self.shown(
+            Err(ServiceError::TransportSend(error)) if !self.is_closed() => Err(UpstreamError::remote(self.shown(
                 &format!("the request could not be sent: {}", transport_error_text(&error)),
             ))),
-            Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
                 Err(UpstreamError::closed(self.explain_end()))
             }
-            Ok(Err(other)) => Err(UpstreamError::remote(self.shown(&service_error_text(&other)))),
+            Err(other) => Err(UpstreamError::remote(self.shown(&service_error_text(&other)))),
         }
     }
 
