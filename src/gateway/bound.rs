@@ -5,7 +5,8 @@
 //! message over 10 MiB (its read buffer), so one 20 MiB description would end the session. Each
 //! text field the gateway builds is cut to `FIELD_BYTES` with a marker; `execute_tool` results
 //! are bounded by `maxResultBytes` in the engine; and the transport replaces any message over
-//! `MAX_MESSAGE_BYTES` with an error for its id as a last resort.
+//! `MAX_MESSAGE_BYTES` with an error for its id as a last resort. A request a downstream server
+//! has forwarded to the client is refused to that server over `FORWARDED_REQUEST_BYTES`.
 
 use std::borrow::Cow;
 
@@ -17,6 +18,11 @@ pub(crate) const FIELD_BYTES: usize = 8 * 1024;
 /// Cap on one message toward the client: below the official client's 10 MiB read buffer,
 /// with room for what else is buffered beside it.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Cap on one request a downstream server has the gateway forward to the client (elicitation,
+/// sampling): half a message, so the envelope never takes it over [`MAX_MESSAGE_BYTES`], where
+/// the transport would have to drop it and the server would wait out its call's timeout.
+pub(crate) const FORWARDED_REQUEST_BYTES: usize = MAX_MESSAGE_BYTES / 2;
 
 /// `text` cut to at most `max` bytes (on a character boundary) plus a marker saying so.
 pub(crate) fn cut_text(text: &str, max: usize) -> Cow<'_, str> {

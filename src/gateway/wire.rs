@@ -207,7 +207,11 @@ fn encode(message: &ServerJsonRpcMessage) -> std::io::Result<Option<Vec<u8>>> {
         let id = match message {
             ServerJsonRpcMessage::Response(response) => Some(&response.id),
             ServerJsonRpcMessage::Error(error) => error.id.as_ref(),
-            ServerJsonRpcMessage::Request(_) | ServerJsonRpcMessage::Notification(_) => {
+            ServerJsonRpcMessage::Request(_) => {
+                tracing::warn!(size, "dropped a request to the client over the message size limit");
+                return Ok(None);
+            }
+            ServerJsonRpcMessage::Notification(_) => {
                 tracing::warn!(size, "dropped a notification over the message size limit");
                 return Ok(None);
             }

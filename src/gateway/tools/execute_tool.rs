@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::{Error, Result};
-use crate::gateway::bound::{cut_text, FIELD_BYTES};
+use crate::gateway::bound::{cut_text, FIELD_BYTES, FORWARDED_REQUEST_BYTES};
 
 pub const NAME: &str = "execute_tool";
 
@@ -83,6 +83,7 @@ fn requests_to_client(context: &RequestContext<RoleServer>) -> crate::upstream::
                     None,
                 ));
             }
+            let request = fit_for_client(request, what)?;
             match peer.send_request(request).await {
                 Ok(answer) => Ok::<ClientResult, ErrorData>(answer),
                 Err(ServiceError::McpError(error)) => Err(error),
@@ -93,6 +94,34 @@ fn requests_to_client(context: &RequestContext<RoleServer>) -> crate::upstream::
             }
         })
     })
+}
+
+/// A downstream server's request as the client may see it: refused when it is over
+/// [`FORWARDED_REQUEST_BYTES`] (the transport would drop it, and the server would wait out its
+/// call), and without registered secrets (a server may quote its own token in an elicitation
+/// message or a sampling prompt, and a person or a model reads those).
+fn fit_for_client(request: ServerRequest, what: &str) -> std::result::Result<ServerRequest, ErrorData> {
+    let encoding_failed = |error: serde_json::Error| {
+        ErrorData::internal_error(
+            format!("the gateway cannot re-encode the {what} request: {error}"),
+            None,
+        )
+    };
+    let mut value = serde_json::to_value(&request).map_err(encoding_failed)?;
+    let size = serde_json::to_vec(&value).map_err(encoding_failed)?.len();
+    if size > FORWARDED_REQUEST_BYTES {
+        return Err(ErrorData::invalid_request(
+            format!(
+                "the {what} request is {size} bytes, over the {FORWARDED_REQUEST_BYTES} bytes the gateway forwards to its client; send a shorter one"
+            ),
+            None,
+        ));
+    }
+    if !crate::secrets::any_registered() {
+        return Ok(request);
+    }
+    crate::secrets::scrub_json(&mut value);
+    serde_json::from_value(value).map_err(encoding_failed)
 }
 
 /// `timeoutMs` within 1..=[`MAX_TIMEOUT_MS`], or the validation error the model can correct.
@@ -138,6 +167,44 @@ fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn elicitation(message: String) -> ServerRequest {
+        serde_json::from_value(json!({
+            "method": "elicitation/create",
+            "params": { "message": message, "requestedSchema": { "type": "object", "properties": {} } }
+        }))
+        .unwrap()
+    }
+
+    fn message_of(request: &ServerRequest) -> String {
+        serde_json::to_value(request).unwrap()["params"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_forwarded_request_loses_registered_secrets() {
+        crate::secrets::register("fit-for-client", ["sk-fit-for-client-0123456789".to_owned()]);
+        let request = elicitation("Confirm the key sk-fit-for-client-0123456789 for the deploy?".to_owned());
+        let fitted = fit_for_client(request, "elicitation").unwrap();
+        assert_eq!(message_of(&fitted), "Confirm the key *** for the deploy?");
+    }
+
+    #[test]
+    fn an_oversized_forwarded_request_is_refused_with_its_size() {
+        let request = elicitation("x".repeat(FORWARDED_REQUEST_BYTES));
+        let error = fit_for_client(request, "elicitation").unwrap_err();
+        let size = serde_json::to_vec(&elicitation("x".repeat(FORWARDED_REQUEST_BYTES)))
+            .unwrap()
+            .len();
+        assert_eq!(
+            error.message,
+            format!(
+                "the elicitation request is {size} bytes, over the {FORWARDED_REQUEST_BYTES} bytes the gateway forwards to its client; send a shorter one"
+            )
+        );
+    }
 
     #[test]
     fn timeout_ms_is_checked_like_the_node_apis() {
