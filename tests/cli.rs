@@ -877,6 +877,14 @@ fn a_command_about_one_server_starts_only_that_one() {
         assert!(!out.stderr.contains("other"), "{command:?}: {}", out.stderr);
         assert!(!starts.exists(), "{command:?} started `other`");
     }
+    // On a terminal the indicator reports the one server too.
+    #[cfg(target_os = "linux")]
+    {
+        let tty = on_a_terminal(&["--config", config, "tools", "good"], &[]);
+        assert!(ends_server_line(&tty, "good"), "{tty:?}");
+        assert!(!tty.contains("other"), "{tty:?}");
+        assert!(!starts.exists(), "`tools good` on a terminal started `other`");
+    }
     let list = run_in(scratch.path(), &["--config", config, "list"]);
     assert_eq!(list.code, 0, "{}", list.stderr);
     assert!(starts.exists(), "`list` starts every server");
