@@ -50,6 +50,18 @@ describe('runCli', () => {
     assert.equal(body.error.code, 'VALIDATION_ERROR');
   });
 
+  test('--help --json describes the command line as JSON, and a bad --catalog is invalid input (1), through Node too', () => {
+    const help = runCliInNode(['tools', '--help', '--json']);
+    assert.equal(help.status, 0, help.stderr);
+    const node = JSON.parse(help.stdout);
+    assert.deepEqual(node.path, ['tools']);
+    assert.deepEqual(node.arguments.map((a) => [a.name, a.required]), [['server', true]]);
+    assert.ok(node.options.some((o) => o.long === '--all' && !o.global));
+    const catalog = runCliInNode(['search', 'x', '--json', '--catalog', join(tempDir('anygpt-discovery-cli-catalog-'), 'missing.jsonl')]);
+    assert.equal(catalog.status, 1, catalog.stderr);
+    assert.equal(JSON.parse(catalog.stdout).error.code, 'VALIDATION_ERROR');
+  });
+
   test("a tool result's escape sequences reach the terminal as plain text, and --json keeps them", () => {
     const message = 'a\u001b[2Jb\u001b]0;pwned\u0007c\rEVIL\u202efed';
     const args = JSON.stringify({ message });

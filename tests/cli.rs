@@ -826,3 +826,267 @@ fn has_colour(text: &str) -> bool {
         end.is_some_and(|end| end > 0 && body[end..].starts_with('m'))
     })
 }
+
+/// Two servers of our fault fixture: `good`, and `other`, which records each start in
+/// `starts` and fails every one (`--fail-starts`), as a broken or hanging server would keep
+/// a command waiting and talking about it.
+fn two_servers(dir: &Path, starts: &Path) -> PathBuf {
+    let path = dir.join("two.json");
+    let server = repo().join("__test__/fixtures/fault-server.mjs");
+    let server = server.to_str().unwrap();
+    let text = serde_json::json!({ "discovery": { "servers": [
+        { "name": "good", "connection": { "command": "node", "args": [server] } },
+        { "name": "other", "connection": { "command": "node",
+          "args": [server, "--spawn-log", starts.to_str().unwrap(), "--fail-starts", "99"] } }
+    ]}});
+    std::fs::write(&path, text.to_string()).unwrap();
+    path
+}
+
+fn run_in(scratch: &Path, args: &[&str]) -> Run {
+    let out = command(scratch).args(args).stdin(Stdio::null()).output().unwrap();
+    Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: normalise(&String::from_utf8(out.stdout).unwrap()),
+        stderr: normalise(&String::from_utf8(out.stderr).unwrap()),
+    }
+}
+
+/// A command about one server starts that server only: the other is never spawned, waited
+/// for or mentioned. `list` and a search of every server still start them all.
+#[test]
+fn a_command_about_one_server_starts_only_that_one() {
+    let scratch = tempfile::tempdir().unwrap();
+    let starts = scratch.path().join("other-starts.log");
+    let config = two_servers(scratch.path(), &starts);
+    let config = config.to_str().unwrap();
+    for command in [
+        &["tools", "good"][..],
+        &["inspect", "good", "echo"],
+        &["execute", "good", "echo", "--args", r#"{"message":"hi"}"#],
+        &["search", "echo", "--server", "good"],
+        &["trust", "good"],
+        // A server that is not configured starts nothing, and still gets suggestions.
+        &["tools", "goood"],
+    ] {
+        let mut args = vec!["--config", config];
+        args.extend_from_slice(command);
+        let out = run_in(scratch.path(), &args);
+        let expected = if command[1] == "goood" { 2 } else { 0 };
+        assert_eq!(out.code, expected, "{command:?}: {}", out.stderr);
+        assert!(!out.stderr.contains("other"), "{command:?}: {}", out.stderr);
+        assert!(!starts.exists(), "{command:?} started `other`");
+    }
+    // On a terminal the indicator reports the one server too.
+    #[cfg(target_os = "linux")]
+    {
+        let tty = on_a_terminal(&["--config", config, "tools", "good"], &[]);
+        assert!(ends_server_line(&tty, "good"), "{tty:?}");
+        assert!(!tty.contains("other"), "{tty:?}");
+        assert!(!starts.exists(), "`tools good` on a terminal started `other`");
+    }
+    let list = run_in(scratch.path(), &["--config", config, "list"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(starts.exists(), "`list` starts every server");
+}
+
+/// A server that failed is said to have failed, and why, once, without the "next attempt"
+/// of a gateway that keeps running; the exit status is the one of a server that could not be
+/// reached (3) for every command that needs it.
+#[test]
+fn a_failed_server_is_reported_once_without_a_retry_promise() {
+    let scratch = tempfile::tempdir().unwrap();
+    let starts = scratch.path().join("other-starts.log");
+    let config = two_servers(scratch.path(), &starts);
+    let config = config.to_str().unwrap();
+    for command in [
+        &["tools", "other"][..],
+        &["inspect", "other", "echo"],
+        &["execute", "other", "echo"],
+        &["trust", "other"],
+    ] {
+        let mut args = vec!["--config", config];
+        args.extend_from_slice(command);
+        let out = run_in(scratch.path(), &args);
+        assert_eq!(out.code, 3, "{command:?}: {}", out.stderr);
+        assert!(!out.stderr.contains("next attempt"), "{command:?}: {}", out.stderr);
+        assert!(!out.stderr.contains("WARN"), "{command:?}: {}", out.stderr);
+        assert_eq!(
+            out.stderr.matches("failing start").count(),
+            1,
+            "{command:?}: the reason, once: {}",
+            out.stderr
+        );
+        args.push("--json");
+        let json = run_in(scratch.path(), &args);
+        assert_eq!(json.code, 3, "{command:?}");
+        let body = json.json();
+        // `execute`'s document is `{"success":false,"error":{…}}`, the others' `{"error":{…}}`.
+        let error = &body["error"];
+        assert_eq!(error["code"], "SERVER_CONNECTION_ERROR", "{body}");
+        assert!(!error["message"].as_str().unwrap().contains("next attempt"), "{body}");
+    }
+    // Commands over every server: one line on stderr for the server that failed, with why.
+    for command in [&["list"][..], &["search", "echo"]] {
+        let mut args = vec!["--config", config];
+        args.extend_from_slice(command);
+        let out = run_in(scratch.path(), &args);
+        assert_eq!(out.code, 0, "{command:?}: {}", out.stderr);
+        assert_eq!(out.stderr.lines().count(), 1, "{command:?}: {}", out.stderr);
+        assert!(
+            out.stderr.starts_with("✗ other handshake failed") && out.stderr.contains("failing start"),
+            "{command:?}: {}",
+            out.stderr
+        );
+        assert!(!out.stderr.contains("next attempt"), "{}", out.stderr);
+    }
+    let status = run_in(scratch.path(), &["--config", config, "list", "--status", "--json"]);
+    let servers = status.json()["servers"].as_array().unwrap().clone();
+    let other = servers.iter().find(|s| s["name"] == "other").unwrap();
+    assert_eq!(other["status"], "error");
+    assert!(!other["error"].as_str().unwrap().contains("next attempt"), "{other}");
+    // `--quiet`: errors only.
+    let quiet = run_in(scratch.path(), &["--config", config, "list", "--quiet"]);
+    assert_eq!(quiet.stderr, "");
+}
+
+/// `--catalog` names a file on the command line: a bad one is invalid input (exit 1,
+/// `VALIDATION_ERROR`), not a configuration error.
+#[test]
+fn a_bad_catalog_is_invalid_input() {
+    let scratch = tempfile::tempdir().unwrap();
+    let broken = scratch.path().join("broken.jsonl");
+    std::fs::write(&broken, "{\"server\":\"a\"\n").unwrap();
+    let missing = scratch.path().join("missing.jsonl");
+    for path in [&broken, &missing] {
+        let path = path.to_str().unwrap();
+        let out = run(&["--catalog", path, "search", "x"]);
+        assert_eq!(out.code, 1, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .starts_with("error: VALIDATION_ERROR: invalid arguments: --catalog "),
+            "{}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("hint: --catalog takes a JSON Lines file"),
+            "{}",
+            out.stderr
+        );
+        let json = run(&["--catalog", path, "search", "x", "--json"]);
+        assert_eq!(json.code, 1);
+        assert_eq!(json.json()["error"]["code"], "VALIDATION_ERROR");
+    }
+    let out = run(&["--catalog", missing.to_str().unwrap(), "search", "x"]);
+    insta::assert_snapshot!(
+        "catalog_missing",
+        out.stderr.replace(scratch.path().to_str().unwrap(), "[TMP]")
+    );
+}
+
+/// `--help --json` describes the command line as one JSON document (the program, or the
+/// command asked about); `--version --json` too.
+#[test]
+fn help_and_version_as_json() {
+    let out = run(&["--help", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let help = out.json();
+    assert_eq!(help["name"], "anygpt-discovery");
+    assert_eq!(help["version"], env!("CARGO_PKG_VERSION"));
+    let names: Vec<&str> = help["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "serve",
+        "list",
+        "search",
+        "tools",
+        "inspect",
+        "execute",
+        "config",
+        "trust",
+        "completions",
+        "auth",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    let globals: Vec<&str> = help["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["global"] == true)
+        .map(|o| o["long"].as_str().unwrap())
+        .collect();
+    assert!(
+        globals.contains(&"--json") && globals.contains(&"--config"),
+        "{globals:?}"
+    );
+    // One command, flags before or after it, as `help tools` too.
+    for args in [
+        &["tools", "--help", "--json"][..],
+        &["--json", "tools", "--help"],
+        &["--json", "help", "tools"],
+    ] {
+        let tools = run(args);
+        assert_eq!(tools.code, 0, "{args:?}: {}", tools.stderr);
+        let tools = tools.json();
+        assert_eq!(tools["path"], serde_json::json!(["tools"]), "{args:?}");
+        insta::assert_snapshot!("help_tools_json", pretty(&tools));
+    }
+    let show = run(&["--config", "x.json", "config", "show", "--help", "--json"]).json();
+    assert_eq!(show["path"], serde_json::json!(["config", "show"]));
+    let version = run(&["--version", "--json"]);
+    assert_eq!(
+        version.json(),
+        serde_json::json!({"name": "anygpt-discovery", "version": env!("CARGO_PKG_VERSION")})
+    );
+    // Without --json, the text as before.
+    assert!(run(&["tools", "--help"]).stdout.starts_with("List one server's tools"));
+}
+
+/// `auth` prints through the output layer: text as before, one JSON document with `--json`,
+/// errors with their code.
+#[test]
+fn auth_speaks_json_and_reports_errors_with_a_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = secret_config(dir.path());
+    let config = config.to_str().unwrap();
+    let status = run(&["--config", config, "auth", "status"]);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert_eq!(
+        status.stdout,
+        "remote: not signed in (run `anygpt-discovery auth login remote` if it needs it)\n"
+    );
+    let json = run(&["--config", config, "auth", "status", "--json"]);
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert_eq!(
+        json.json(),
+        serde_json::json!({"servers": [{"server": "remote", "status": "signed-out"}]})
+    );
+    let logout = run(&["--config", config, "auth", "logout", "remote", "--json"]);
+    assert_eq!(logout.code, 0, "{}", logout.stderr);
+    assert_eq!(
+        logout.json(),
+        serde_json::json!({"server": "remote", "signedOut": false})
+    );
+    let unknown = run(&["--config", config, "auth", "logout", "nope"]);
+    assert_eq!(unknown.code, 2);
+    // (After the config's warning about the unset variable.)
+    assert!(
+        unknown
+            .stderr
+            .ends_with("\nerror: SERVER_NOT_FOUND: no server named `nope` in the config; http servers: remote\n"),
+        "{}",
+        unknown.stderr
+    );
+    let unknown = run(&["--config", config, "auth", "logout", "nope", "--json"]);
+    assert_eq!(unknown.code, 2);
+    assert_eq!(unknown.json()["error"]["code"], "SERVER_NOT_FOUND");
+    // A stdio server cannot sign in: its config says so (2), not a bad argument.
+    let stdio = run(&["--config", config, "auth", "login", "gh", "--json"]);
+    assert_eq!(stdio.code, 2, "{}", stdio.stderr);
+    assert_eq!(stdio.json()["error"]["code"], "CONFIGURATION_ERROR");
+}

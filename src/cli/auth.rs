@@ -4,15 +4,17 @@
 //! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
 //! browser (or prints the address) and waits for it; the tokens land in the token store the
 //! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. No token
-//! text is ever printed. Exit codes: 0 done, 1 bad arguments or config or a failed sign-in,
-//! 2 no such server.
+//! text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
+//! Exit codes: 0 done, 1 bad arguments, 2 a bad config, no such server, a server that cannot
+//! sign in as configured, or tokens that cannot be deleted, 3 a failed sign-in.
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use super::{exit, output};
+use super::{exit, output::Ui};
 use crate::config::{Config, ServerSpec, TransportKind};
+use crate::error::ErrorCode;
 
 /// How long `auth login` waits for the person to finish in the browser.
 const LOGIN_WAIT: Duration = Duration::from_secs(5 * 60);
@@ -33,32 +35,67 @@ enum AuthAction {
     Logout { server: String },
 }
 
-pub async fn run(args: AuthArgs, config: &Config) -> i32 {
+pub async fn run(args: AuthArgs, config: &Config, ui: &Ui) -> i32 {
     match args.action {
-        AuthAction::Login { server } => match find(config, &server) {
-            Ok(spec) => login(spec).await,
+        AuthAction::Login { server } => match find(config, &server, ui) {
+            Ok(spec) => login(spec, ui).await,
             Err(code) => code,
         },
-        AuthAction::Status { server } => status(config, server.as_deref()),
-        AuthAction::Logout { server } => match find(config, &server) {
-            Ok(spec) => logout(spec),
+        AuthAction::Status { server } => status(config, server.as_deref(), ui),
+        AuthAction::Logout { server } => match find(config, &server, ui) {
+            Ok(spec) => logout(spec, ui),
             Err(code) => code,
         },
     }
 }
 
-fn find<'c>(config: &'c Config, name: &str) -> Result<&'c ServerSpec, i32> {
+/// `--json` documents: `{server, signedIn, tools}` (login), `{servers:[{server, status,
+/// resource?, refreshes?, scopes?}]}` (status), `{server, signedOut}` (logout).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LoggedIn<'a> {
+    server: &'a str,
+    signed_in: bool,
+    tools: usize,
+}
+
+#[derive(serde::Serialize)]
+struct SignInStates {
+    servers: Vec<SignInState>,
+}
+
+#[derive(serde::Serialize)]
+struct SignInState {
+    server: String,
+    /// `signed-in`, `waiting` (for the browser) or `signed-out`.
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refreshes: Option<bool>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    scopes: Vec<String>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LoggedOut<'a> {
+    server: &'a str,
+    signed_out: bool,
+}
+
+fn find<'c>(config: &'c Config, name: &str, ui: &Ui) -> Result<&'c ServerSpec, i32> {
     config.servers().iter().find(|s| s.name == name).ok_or_else(|| {
         let http: Vec<&str> = http_servers(config).map(|s| s.name.as_str()).collect();
-        eprintln!(
-            "error: no server named `{name}` in the config; http servers: {}",
+        let message = format!(
+            "no server named `{name}` in the config; http servers: {}",
             if http.is_empty() {
                 "none".to_owned()
             } else {
                 http.join(", ")
             }
         );
-        exit::NOT_FOUND
+        ui.fail(ErrorCode::ServerNotFound, &message, None)
     })
 }
 
@@ -69,35 +106,49 @@ fn http_servers(config: &Config) -> impl Iterator<Item = &ServerSpec> {
         .filter(|s| s.connection.kind == TransportKind::Http)
 }
 
-async fn login(spec: &ServerSpec) -> i32 {
+async fn login(spec: &ServerSpec, ui: &Ui) -> i32 {
     match crate::upstream::sign_in_now(spec, LOGIN_WAIT).await {
         Ok(tools) => {
-            output::print(&format!("{}: signed in; {tools} tool(s) listed\n", spec.name));
+            let body = LoggedIn {
+                server: &spec.name,
+                signed_in: true,
+                tools,
+            };
+            ui.result(&body, || format!("{}: signed in; {tools} tool(s) listed\n", spec.name));
             exit::OK
         }
         Err(error) => {
-            eprintln!("error: {}: {error}", spec.name);
-            exit::BAD_INPUT
+            // Configured so that it cannot sign in (not http, a fixed Authorization header)
+            // is the config's to fix; anything else is the server's or the sign-in's failure.
+            let code = if matches!(error, crate::upstream::UpstreamError::Spec { .. }) {
+                ErrorCode::ConfigurationError
+            } else {
+                ErrorCode::ServerConnectionError
+            };
+            ui.fail(code, &format!("{}: {error}", spec.name), None)
         }
     }
 }
 
-fn status(config: &Config, only: Option<&str>) -> i32 {
+fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
     let servers: Vec<&ServerSpec> = http_servers(config)
         .filter(|s| only.is_none_or(|o| s.name == o))
         .collect();
     if servers.is_empty() {
-        eprintln!(
-            "error: {}",
-            only.map_or("no http servers in the config".to_owned(), |o| format!(
-                "no http server named `{o}`"
-            ))
-        );
-        return exit::NOT_FOUND;
+        let message = only.map_or("no http servers in the config".to_owned(), |o| {
+            format!("no http server named `{o}`")
+        });
+        return ui.fail(ErrorCode::ServerNotFound, &message, None);
     }
     let mut text = String::new();
+    let mut json = SignInStates { servers: Vec::new() };
     for spec in servers {
         let stored = crate::upstream::stored_sign_ins(&spec.name);
+        let held = stored
+            .iter()
+            .find(|s| s.has_token)
+            .map(|s| (s.resource.as_str(), s.has_refresh_token, s.scopes.as_slice()));
+        json.servers.push(sign_in_status(&spec.name, held));
         let line = match stored.iter().find(|s| s.has_token) {
             Some(sign_in) => format!(
                 "{}: signed in ({}{}{})",
@@ -123,23 +174,46 @@ fn status(config: &Config, only: Option<&str>) -> i32 {
         text.push_str(&line);
         text.push('\n');
     }
-    output::print(&text);
+    ui.result(&json, || text);
     exit::OK
 }
 
-fn logout(spec: &ServerSpec) -> i32 {
+/// A server's sign-in for `status --json`, as its text line says it: `held` is the stored
+/// sign-in with a token (resource, refreshes by itself, scopes), if any.
+fn sign_in_status(server: &str, held: Option<(&str, bool, &[String])>) -> SignInState {
+    let status = match held {
+        Some(_) => "signed-in",
+        None if crate::upstream::sign_in_waiting(server) => "waiting",
+        None => "signed-out",
+    };
+    SignInState {
+        server: server.to_owned(),
+        status,
+        resource: held.map(|(resource, ..)| resource.to_owned()),
+        refreshes: held.map(|(_, refreshes, _)| refreshes),
+        scopes: held.map(|(.., scopes)| scopes.to_vec()).unwrap_or_default(),
+    }
+}
+
+fn logout(spec: &ServerSpec, ui: &Ui) -> i32 {
+    let done = |signed_out| LoggedOut {
+        server: &spec.name,
+        signed_out,
+    };
     match crate::upstream::forget_sign_in(&spec.name) {
         Ok(true) => {
-            output::print(&format!("{}: signed out (its tokens are deleted)\n", spec.name));
+            ui.result(&done(true), || {
+                format!("{}: signed out (its tokens are deleted)\n", spec.name)
+            });
             exit::OK
         }
         Ok(false) => {
-            output::print(&format!("{}: was not signed in\n", spec.name));
+            ui.result(&done(false), || format!("{}: was not signed in\n", spec.name));
             exit::OK
         }
         Err(e) => {
-            eprintln!("error: {}: cannot delete its tokens: {e}", spec.name);
-            exit::BAD_INPUT
+            let message = format!("{}: cannot delete its tokens: {e}", spec.name);
+            ui.fail(ErrorCode::ConfigurationError, &message, None)
         }
     }
 }

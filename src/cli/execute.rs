@@ -2,8 +2,9 @@
 //! run a tool (seed 003 "anygpt mcp execute").
 //!
 //! Exit codes: 0 ok, 1 invalid arguments (bad JSON, or arguments the tool's schema rejects),
-//! 2 server or tool not found, 3 the call failed (the server's own `isError` too), 4 disabled
-//! by toolRules; Ctrl-C cancels the call downstream and exits 130 (`cli::run_command`).
+//! 2 server or tool not found, 3 the call failed (the server's own `isError` too, or the server
+//! could not be reached), 4 disabled by toolRules; Ctrl-C cancels the call downstream and
+//! exits 130 (`cli::run_command`).
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -29,8 +30,8 @@ use crate::error::Error;
   anygpt-discovery execute ai generate_text --args '{\"prompt\":\"hi\"}' --stream
 
 Exit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the
-server's isError too), 4 disabled by toolRules, 130 interrupted (the call is
-cancelled downstream).")]
+server's isError too) or the server could not be reached, 4 disabled by
+toolRules, 130 interrupted (the call is cancelled downstream).")]
 pub struct ExecuteArgs {
     /// The server.
     server: String,
@@ -71,6 +72,12 @@ enum ArgsError {
 }
 
 impl ExecuteArgs {
+    /// The server the command is about.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
     /// Whether the arguments come from stdin (`-` or `--args-file -`).
     fn reads_stdin(&self) -> bool {
         self.stdin.is_some() || self.args_file.as_ref().is_some_and(|path| path.as_os_str() == "-")
@@ -150,7 +157,7 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
     };
     // Boxed: the engine's execute future is large (25 kB) to keep on this stack frame.
     let outcome = ctx
-        .connected(Box::pin(ctx.engine.execute(
+        .answer(Box::pin(ctx.engine.execute(
             &args.server,
             &args.tool,
             arguments,

@@ -1,5 +1,6 @@
 //! `inspect <server> <tool> [--examples]`: a tool's description and parameters (seed 003
-//! "anygpt mcp inspect"). Exit 0; 2 when the server or tool is not found.
+//! "anygpt mcp inspect"). Exit 0; 2 when the server or tool is not found; 3 when the server
+//! cannot be reached.
 
 use clap::Args;
 
@@ -22,6 +23,14 @@ pub struct InspectArgs {
     examples: bool,
 }
 
+impl InspectArgs {
+    /// The server the command is about.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+}
+
 /// `get_tool_details`' answer, plus `examples` with `--examples`.
 #[derive(serde::Serialize)]
 struct Inspected<'a> {
@@ -32,7 +41,7 @@ struct Inspected<'a> {
 }
 
 pub async fn run(args: &InspectArgs, ctx: &Ctx) -> i32 {
-    let details = match ctx.connected(ctx.engine.tool_details(&args.server, &args.tool)).await {
+    let details = match ctx.answer(ctx.engine.tool_details(&args.server, &args.tool)).await {
         Ok(details) => details,
         Err(e) => return ctx.ui.error(&e),
     };

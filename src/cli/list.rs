@@ -26,7 +26,12 @@ struct Listed<'a> {
 }
 
 pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
-    let servers = ctx.connected(ctx.engine.list_servers()).await;
+    let mut servers = ctx.connected(ctx.engine.list_servers()).await;
+    for server in &mut servers {
+        if let Some(error) = &mut server.error {
+            *error = super::one_shot_reason(error).to_owned();
+        }
+    }
     let ui = &ctx.ui;
     ui.result(&Listed { servers: &servers }, || {
         human::servers(&servers, args.status, args.tools, ui.out, ui.width)

@@ -22,6 +22,7 @@ mod completions;
 mod config_cmd;
 mod examples;
 mod execute;
+mod help;
 mod inspect;
 mod list;
 mod output;
@@ -49,8 +50,9 @@ Examples:
   source <(anygpt-discovery completions bash)
 
 Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
-(search: nothing found), 3 tool execution failed, 4 tool disabled by toolRules,
-130 interrupted.";
+(search: nothing found), 3 a server could not be reached or the tool failed,
+4 tool disabled by toolRules, 130 interrupted. `--help --json` prints this help
+as JSON.";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -96,9 +98,9 @@ enum Command {
     List(list::ListArgs),
     /// Search tools by task or name (exit 2 when nothing matches).
     Search(search::SearchArgs),
-    /// List one server's tools (exit 2 when there is no such server).
+    /// List one server's tools (exit 2 when there is no such server, 3 when it cannot be reached).
     Tools(tools::ToolsArgs),
-    /// Show a tool's description and parameters (exit 2 when not found).
+    /// Show a tool's description and parameters (exit 2 when not found, 3 when its server cannot be reached).
     Inspect(inspect::InspectArgs),
     /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules).
     Execute(execute::ExecuteArgs),
@@ -113,6 +115,21 @@ enum Command {
     Auth(auth::AuthArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
+}
+
+impl Command {
+    /// The one server a command is about, when it is about one: a one-shot run starts only
+    /// that server (`list` and a search of every server start them all).
+    fn only_server(&self) -> Option<&str> {
+        match self {
+            Self::Tools(args) => Some(args.server()),
+            Self::Inspect(args) => Some(args.server()),
+            Self::Execute(args) => Some(args.server()),
+            Self::Trust(args) => Some(args.server()),
+            Self::Search(args) => args.server(),
+            _ => None,
+        }
+    }
 }
 
 /// Why a `--log-level` is refused.
@@ -171,9 +188,10 @@ pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shut
 /// server cleanly, and interrupts a command with 130, cancelling its downstream call.
 pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
     let wants_json = asks_for_json(&args);
+    let args_for_help = if wants_json { args.clone() } else { Vec::new() };
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => return usage_error(&e, wants_json),
+        Err(e) => return usage_error(&e, wants_json, &args_for_help),
     };
     crate::secrets::set_log_arguments(cli.log_arguments);
     let command = cli.command.unwrap_or(Command::Serve);
@@ -183,7 +201,9 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
     } else if cli.quiet {
         "error"
     } else {
-        "warn"
+        // The supervisor's warnings promise retries, once per attempt: a command says once
+        // that a server failed, and why (its error, or `Progress`'s line).
+        "warn,discovery::upstream::supervisor=error"
     };
     init_logging(cli.log_level.as_deref().unwrap_or(default_filter), cli.log_arguments);
     let ui = Ui::detect(cli.json, cli.quiet);
@@ -197,7 +217,7 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Config(action) => config_cmd::run(action, &options, &ui),
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
-            Ok(config) => auth::run(args, &config).await,
+            Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),
         },
         command => match open_engine(&options, &ui) {
@@ -215,9 +235,20 @@ fn asks_for_json(args: &[String]) -> bool {
 
 /// A command line clap refused (or `--help`/`--version`): clap's text on its stream, and with
 /// `--json` the error document on stdout too, so a script reading stdout always gets one.
-fn usage_error(e: &clap::Error, json: bool) -> i32 {
+/// `--help --json` and `--version --json` print their JSON documents instead (`help`).
+fn usage_error(e: &clap::Error, json: bool, args: &[String]) -> i32 {
     if !e.use_stderr() {
-        let _ = e.print();
+        match e.kind() {
+            clap::error::ErrorKind::DisplayHelp if json => {
+                output::print(&output::json::document(&help::document(Cli::command(), args)));
+            }
+            clap::error::ErrorKind::DisplayVersion if json => {
+                output::print(&output::json::document(&help::Version::of(&Cli::command())));
+            }
+            _ => {
+                let _ = e.print();
+            }
+        }
         return exit::OK;
     }
     if json {
@@ -270,10 +301,13 @@ async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
 /// The engine for a command: over `--catalog` (nothing connected) or the config.
 fn open_engine(options: &Options, ui: &Ui) -> Result<Engine, i32> {
     if let Some(path) = &options.catalog {
-        // The catalog is a file named on the command line: a bad one is a bad argument.
+        // The catalog is a file named on the command line, not the config: a bad one is a bad
+        // argument (VALIDATION_ERROR, exit 1), whatever the loader calls it.
         return crate::catalog::file::load(path).map(Engine::from_catalog).map_err(|e| {
-            let _ = ui.error(&e);
-            exit::BAD_INPUT
+            ui.error_hinted(
+                &crate::error::Error::validation(format!("--catalog {e}")),
+                Some(CATALOG_HINT),
+            )
         });
     }
     resolve_config(options.config.as_ref(), options.object.clone())
@@ -281,10 +315,17 @@ fn open_engine(options: &Options, ui: &Ui) -> Result<Engine, i32> {
         .map_err(|e| ui.error(&e))
 }
 
+const CATALOG_HINT: &str =
+    "--catalog takes a JSON Lines file, one tool a line: {\"server\",\"name\",\"description\"?,\"inputSchema\"?}";
+
 /// Run an engine command until it ends or `shutdown` interrupts it; close the engine either way.
 async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Future<Output = ()>) -> i32 {
-    engine.start();
-    let progress = Progress::start(&engine, &ui);
+    let only = command.only_server().map(str::to_owned);
+    match &only {
+        Some(server) => engine.start_only(&[server]),
+        None => engine.start(),
+    }
+    let progress = Progress::start(&engine, &ui, only.as_deref());
     let ctx = Ctx {
         engine: engine.clone(),
         ui,
@@ -343,6 +384,45 @@ impl Ctx {
         let out = operation.await;
         self.progress.finish();
         out
+    }
+
+    /// [`Ctx::connected`] for an operation that can fail, its error told as a one-shot run
+    /// should ([`one_shot`]).
+    pub async fn answer<T>(&self, operation: impl Future<Output = crate::Result<T>>) -> crate::Result<T> {
+        self.connected(operation).await.map_err(one_shot)
+    }
+}
+
+/// An engine error as a run that exits should tell it: a server that failed is said to have
+/// failed, and why, without the "next attempt in N s" a long-running gateway would keep.
+fn one_shot(error: crate::error::Error) -> crate::error::Error {
+    use crate::error::Error;
+    use crate::upstream::UpstreamError;
+    let settled = |source| match source {
+        UpstreamError::Unavailable { reason, .. } => UpstreamError::Failed { reason },
+        other => other,
+    };
+    match error {
+        Error::ServerConnection { server, source } => Error::ServerConnection {
+            server,
+            source: settled(source),
+        },
+        Error::ToolExecution { server, tool, source } => Error::ToolExecution {
+            server,
+            tool,
+            source: settled(source),
+        },
+        other => other,
+    }
+}
+
+/// A server's status reason (`ServerInfo::error`) without the retry the supervisor has
+/// scheduled or is making: a one-shot run ends before it.
+pub(crate) fn one_shot_reason(text: &str) -> &str {
+    let text = text.strip_prefix("trying again; ").unwrap_or(text);
+    match text.rfind(" (next attempt in ") {
+        Some(at) if text.ends_with(" s)") => &text[..at],
+        _ => text,
     }
 }
 
@@ -432,4 +512,54 @@ fn init_logging(filter: &str, log_arguments: bool) {
         .with_filter(filter)
         .with_filter(no_message_dumps);
     let _ = tracing_subscriber::registry().with(layer).try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::error::Error;
+    use crate::upstream::UpstreamError;
+
+    fn unavailable() -> UpstreamError {
+        UpstreamError::Unavailable {
+            reason: "command `nope` not found".into(),
+            retry_in: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn a_one_shot_error_says_the_server_failed_without_a_retry() {
+        let error = Error::ServerConnection {
+            server: "x".into(),
+            source: unavailable(),
+        };
+        assert!(error.to_string().contains("next attempt"), "the engine's text: {error}");
+        let told = one_shot(error);
+        assert_eq!(
+            told.to_string(),
+            "server `x` is not connected: command `nope` not found"
+        );
+        assert_eq!(told.code(), crate::error::ErrorCode::ServerConnectionError);
+        let call = one_shot(Error::ToolExecution {
+            server: "x".into(),
+            tool: "t".into(),
+            source: unavailable(),
+        });
+        assert_eq!(call.to_string(), "tool `x:t` failed: command `nope` not found");
+    }
+
+    #[test]
+    fn a_status_reason_loses_its_retry() {
+        assert_eq!(one_shot_reason(&unavailable().to_string()), "command `nope` not found");
+        assert_eq!(
+            one_shot_reason("trying again; the last attempt failed: boom"),
+            "the last attempt failed: boom"
+        );
+        assert_eq!(
+            one_shot_reason("plain (with a parenthesis)"),
+            "plain (with a parenthesis)"
+        );
+    }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::one_shot_reason;
 use super::output::style::Paint;
 use super::output::{self, Ui};
 use crate::engine::{Engine, ServerInfo};
@@ -26,57 +27,44 @@ pub fn suspended<T>(write: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A running indicator, or nothing when stderr is not interactive.
+/// What a command reports about its servers on stderr: on a terminal a spinner, then one
+/// line per server; piped, one line per server that failed (once: the supervisor's own
+/// warnings, which promise retries a one-shot run never makes, are filtered out by the CLI's
+/// log filter). Nothing with `--quiet`.
 pub struct Progress {
     inner: Mutex<Option<Running>>,
 }
 
 struct Running {
-    bar: ProgressBar,
-    updater: tokio::task::JoinHandle<()>,
+    /// The spinner and the task updating it, on a terminal only.
+    drawn: Option<(ProgressBar, tokio::task::JoinHandle<()>)>,
     engine: Engine,
+    /// The one server the command started, when it started one.
+    only: Option<String>,
     ui: Ui,
 }
 
+/// The servers the indicator reports on: every one, or the one the command started.
+fn shown(engine: &Engine, only: Option<&str>) -> Vec<ServerInfo> {
+    let mut servers = engine.server_statuses();
+    if let Some(only) = only {
+        servers.retain(|s| s.name == only);
+    }
+    servers
+}
+
 impl Progress {
-    /// Start drawing when `ui` allows (needs a tokio runtime).
-    pub fn start(engine: &Engine, ui: &Ui) -> Self {
-        if !ui.interactive || engine.server_statuses().is_empty() {
-            return Self {
-                inner: Mutex::new(None),
-            };
-        }
-        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-        bar.set_style(
-            // Coloured only as our own output is: indicatif's colour detection does not know
-            // `FORCE_COLOR=0`.
-            ProgressStyle::with_template(if ui.err.enabled {
-                "{spinner:.cyan} {msg}"
-            } else {
-                "{spinner} {msg}"
-            })
-            .expect("the template is valid")
-            .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
-        );
-        bar.enable_steady_tick(TICK);
-        bar.set_message("connecting servers…");
-        *ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
-        let updater = tokio::spawn({
-            let (bar, engine) = (bar.clone(), engine.clone());
-            async move {
-                loop {
-                    bar.set_message(waiting_message(&engine.server_statuses()));
-                    tokio::time::sleep(TICK).await;
-                }
-            }
+    /// Start reporting on every server or only `only`, the one a command started (needs a
+    /// tokio runtime); the spinner only when `ui` is interactive.
+    pub fn start(engine: &Engine, ui: &Ui, only: Option<&str>) -> Self {
+        let running = (!ui.quiet).then(|| Running {
+            drawn: (ui.interactive && !shown(engine, only).is_empty()).then(|| spin(engine, ui, only)),
+            engine: engine.clone(),
+            only: only.map(str::to_owned),
+            ui: *ui,
         });
         Self {
-            inner: Mutex::new(Some(Running {
-                bar,
-                updater,
-                engine: engine.clone(),
-                ui: *ui,
-            })),
+            inner: Mutex::new(running),
         }
     }
 
@@ -89,7 +77,8 @@ impl Progress {
             .lock()
             .expect("progress lock is never poisoned")
             .as_ref()
-            .map(|running| running.bar.clone());
+            .and_then(|running| running.drawn.as_ref())
+            .map(|(bar, _)| bar.clone());
         move |line: &str| match &bar {
             Some(bar) if !bar.is_finished() => {
                 bar.println(output::terminal::safe(line, paint.enabled).trim_end_matches('\n'));
@@ -98,20 +87,58 @@ impl Progress {
         }
     }
 
-    /// Clear the spinner and print each server's line. Later calls do nothing.
+    /// Clear the spinner and print each server's line; piped, only failed servers' lines, and
+    /// only for a command about every server (one about a single server reports its failure
+    /// as its error). Later calls do nothing.
     pub fn finish(&self) {
         let Some(running) = self.inner.lock().expect("progress lock is never poisoned").take() else {
             return;
         };
-        running.updater.abort();
-        ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).take();
-        running.bar.finish_and_clear();
+        let drawn = running.drawn.is_some();
+        if let Some((bar, updater)) = running.drawn {
+            updater.abort();
+            ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).take();
+            bar.finish_and_clear();
+        } else if running.only.is_some() {
+            return;
+        }
         let mut lines = String::new();
-        for server in running.engine.server_statuses() {
-            lines.push_str(&server_line(&server, running.ui));
+        for server in shown(&running.engine, running.only.as_deref()) {
+            if drawn || !matches!(server.status.as_str(), "connected" | "idle" | "connecting") {
+                lines.push_str(&server_line(&server, running.ui, drawn));
+            }
         }
         output::eprint(&lines, running.ui.err);
     }
+}
+
+/// The spinner on stderr, updated from the servers' states until [`Progress::finish`].
+fn spin(engine: &Engine, ui: &Ui, only: Option<&str>) -> (ProgressBar, tokio::task::JoinHandle<()>) {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        // Coloured only as our own output is: indicatif's colour detection does not know
+        // `FORCE_COLOR=0`.
+        ProgressStyle::with_template(if ui.err.enabled {
+            "{spinner:.cyan} {msg}"
+        } else {
+            "{spinner} {msg}"
+        })
+        .expect("the template is valid")
+        .tick_chars("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ "),
+    );
+    bar.enable_steady_tick(TICK);
+    bar.set_message("connecting servers…");
+    *ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
+    let updater = tokio::spawn({
+        let (bar, engine, only) = (bar.clone(), engine.clone(), only.map(str::to_owned));
+        async move {
+            loop {
+                bar.set_message(waiting_message(&shown(&engine, only.as_deref())));
+                tokio::time::sleep(TICK).await;
+            }
+        }
+    });
+    (bar, updater)
 }
 
 fn waiting_message(servers: &[ServerInfo]) -> String {
@@ -138,8 +165,9 @@ fn waiting_message(servers: &[ServerInfo]) -> String {
     )
 }
 
-/// `✓ name 13 tools`, `… name connecting`, `✗ name reason`.
-fn server_line(server: &ServerInfo, ui: Ui) -> String {
+/// `✓ name 13 tools`, `… name connecting`, `✗ name reason`; one terminal line each under
+/// the spinner (`fit`), else whole: piped, the reason is the news.
+fn server_line(server: &ServerInfo, ui: Ui, fit: bool) -> String {
     let p = ui.err;
     let tools = format!(
         "{} tool{}",
@@ -154,10 +182,14 @@ fn server_line(server: &ServerInfo, ui: Ui) -> String {
             "{} {} {}",
             p.bad("✗"),
             server.name,
-            server.error.as_deref().unwrap_or("failed")
+            server.error.as_deref().map_or("failed", one_shot_reason)
         ),
     };
-    let mut line = console::truncate_str(&line, ui.width, "…").into_owned();
+    let mut line = if fit {
+        console::truncate_str(&line, ui.width, "…").into_owned()
+    } else {
+        line
+    };
     line.push('\n');
     line
 }
@@ -200,10 +232,38 @@ mod tests {
             width: 40,
             interactive: true,
         };
-        assert_eq!(server_line(&server("a", "connected", 1, None), ui), "✓ a 1 tool\n");
-        assert_eq!(server_line(&server("e", "idle", 2, None), ui), "✓ e 2 tools (cached)\n");
-        let failed = server_line(&server("d", "error", 0, Some(&"x".repeat(80))), ui);
-        assert!(failed.starts_with("✗ d xxx") && failed.ends_with("…\n"), "{failed}");
-        assert_eq!(console::measure_text_width(failed.trim_end()), 40);
+        assert_eq!(
+            server_line(&server("a", "connected", 1, None), ui, true),
+            "✓ a 1 tool\n"
+        );
+        assert_eq!(
+            server_line(&server("e", "idle", 2, None), ui, true),
+            "✓ e 2 tools (cached)\n"
+        );
+        let failed = server("d", "error", 0, Some(&"x".repeat(80)));
+        let line = server_line(&failed, ui, true);
+        assert!(line.starts_with("✗ d xxx") && line.ends_with("…\n"), "{line}");
+        assert_eq!(console::measure_text_width(line.trim_end()), 40);
+        // Piped, the whole reason.
+        assert_eq!(server_line(&failed, ui, false), format!("✗ d {}\n", "x".repeat(80)));
+    }
+
+    #[test]
+    fn a_failed_servers_line_promises_no_retry() {
+        let ui = Ui {
+            json: false,
+            quiet: false,
+            out: Paint { enabled: false },
+            err: Paint { enabled: false },
+            width: 80,
+            interactive: false,
+        };
+        let reason = crate::upstream::UpstreamError::Unavailable {
+            reason: "command `nope` not found".into(),
+            retry_in: Duration::from_secs(2),
+        }
+        .to_string();
+        let failed = server("d", "error", 0, Some(&reason));
+        assert_eq!(server_line(&failed, ui, false), "✗ d command `nope` not found\n");
     }
 }

@@ -27,6 +27,14 @@ pub struct SearchArgs {
     limit: u8,
 }
 
+impl SearchArgs {
+    /// The server filter, if any.
+    #[must_use]
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+}
+
 // clap's ranges take i64; the engine's bounds are small constants (the assert keeps them so).
 #[allow(clippy::cast_possible_truncation)]
 const LIMIT_DEFAULT: u8 = crate::engine::DEFAULT_SEARCH_LIMIT as u8;
@@ -43,7 +51,7 @@ pub async fn run(args: &SearchArgs, ctx: &Ctx) -> i32 {
         limit: Some(usize::from(args.limit)),
         include_disabled: false,
     };
-    let response = match ctx.connected(ctx.engine.search(&request)).await {
+    let response = match ctx.answer(ctx.engine.search(&request)).await {
         Ok(response) => response,
         Err(e) => return ctx.ui.error(&e),
     };

@@ -1,5 +1,5 @@
 //! `tools <server> [--all] [--tags]`: one server's tools (seed 003 "anygpt mcp tools").
-//! Exit 0; 2 when there is no such server.
+//! Exit 0; 2 when there is no such server; 3 when it cannot be reached.
 
 use clap::Args;
 
@@ -20,11 +20,19 @@ pub struct ToolsArgs {
     tags: bool,
 }
 
+impl ToolsArgs {
+    /// The server the command is about.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+}
+
 /// Prints `list_tools`' answer (`{"server","tools":[{name, summary, enabled, tags?, flags?}]}`)
 /// with `--json`, disabled tools only with `--all`.
 pub async fn run(args: &ToolsArgs, ctx: &Ctx) -> i32 {
     // Every tool, so the header can count the disabled ones; the renderers filter.
-    let all = match ctx.connected(ctx.engine.list_tools(&args.server, true)).await {
+    let all = match ctx.answer(ctx.engine.list_tools(&args.server, true)).await {
         Ok(all) => all,
         Err(e) => return ctx.ui.error(&e),
     };

@@ -18,6 +18,14 @@ pub struct TrustArgs {
     tool: Option<String>,
 }
 
+impl TrustArgs {
+    /// The server the command is about.
+    #[must_use]
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+}
+
 #[derive(serde::Serialize)]
 struct Trusted<'a> {
     server: &'a str,
@@ -27,7 +35,7 @@ struct Trusted<'a> {
 /// Trust the tools and print what was trusted; returns the exit code.
 pub async fn run(args: &TrustArgs, ctx: &Ctx) -> i32 {
     let outcome = ctx
-        .connected(ctx.engine.trust_tools(&args.server, args.tool.as_deref()))
+        .answer(ctx.engine.trust_tools(&args.server, args.tool.as_deref()))
         .await;
     match outcome {
         Ok(names) => {

@@ -103,6 +103,15 @@ impl Engine {
         self.current();
     }
 
+    /// [`Engine::start`] for an operation about some servers only (a one-shot command):
+    /// only `servers` are connected; the others stay idle, still known by name and by their
+    /// snapshot's tools (suggestions, shadowing checks, search weights). Only the first
+    /// start counts: after [`Engine::start`] or an operation, this does nothing.
+    pub fn start_only(&self, servers: &[&str]) {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        state.ensure_started_only(Some(servers.iter().map(|&s| s.to_owned()).collect()));
+    }
+
     /// Where the config came from: a file path, or `<object>`/`<defaults>`.
     #[must_use]
     pub fn config_origin(&self) -> String {

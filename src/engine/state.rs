@@ -156,6 +156,12 @@ impl State {
     /// Read the snapshots and connect what needs connecting, off the caller's path: the
     /// gateway answers `initialize` while this runs. Runs once; needs a tokio runtime.
     pub fn ensure_started(self: &Arc<Self>) {
+        self.ensure_started_only(None);
+    }
+
+    /// [`State::ensure_started`], connecting only the servers named in `only` (when given):
+    /// the others are known (by name, and by their snapshot's tools) but never started.
+    pub fn ensure_started_only(self: &Arc<Self>, only: Option<std::collections::HashSet<String>>) {
         self.started.call_once(|| {
             self.attach_semantic();
             let state = self.clone();
@@ -165,7 +171,7 @@ impl State {
                 let unchecked = {
                     // Even if reading a snapshot panics, nobody may wait on `indexed` for ever.
                     let _mark = MarkIndexed(&state.indexed);
-                    state.load_snapshots()
+                    state.load_snapshots(only.as_ref())
                 };
                 if let Some(tier) = &state.semantic {
                     tier.wake();
@@ -185,7 +191,7 @@ impl State {
     /// indexes them, in one batch. The caller marks the catalog indexed however this ends
     /// (`MarkIndexed`). Returns the snapshots that had no stored findings of the checks, for
     /// [`State::store_checks`].
-    fn load_snapshots(&self) -> Vec<Unchecked> {
+    fn load_snapshots(&self, only: Option<&std::collections::HashSet<String>>) -> Vec<Unchecked> {
         let ttl = Duration::from_secs(self.config.discovery.cache.ttl);
         // Servers a reload carried over keep their tools (and session): nothing to load.
         let carried: std::collections::HashSet<String> = {
@@ -226,7 +232,7 @@ impl State {
                 }
                 if fresh {
                     tracing::debug!(server = %server.spec.name, "serving tools from the snapshot; connecting on first use");
-                } else {
+                } else if only.is_none_or(|only| only.contains(&server.spec.name)) {
                     server.start();
                 }
                 unchecked.extend(tools.map(|(tools, saved_at_ms)| Unchecked {

@@ -6,7 +6,7 @@
 //! | 0 | success |
 //! | 1 | invalid arguments (bad flags, bad `--args` JSON, arguments the tool's schema rejects) |
 //! | 2 | configuration error; server or tool not found; `search` found nothing |
-//! | 3 | the tool failed: its server answered `isError`, failed, timed out or could not be reached |
+//! | 3 | a server could not be reached (did not start, failed, timed out starting), for every command that needs one (`tools`, `inspect`, `execute`, `trust`); or the tool failed: its server answered `isError`, returned an error or timed out |
 //! | 4 | the tool is disabled by `toolRules` (or blocked by `security` until trusted) |
 //! | 130 | interrupted (Ctrl-C); a running tool call is cancelled downstream |
 
@@ -19,6 +19,9 @@ pub const CONFIGURATION: i32 = 2;
 /// No such server or tool, or a search without results.
 pub const NOT_FOUND: i32 = 2;
 pub const EXECUTION_FAILED: i32 = 3;
+/// The server a command needs could not be reached: a failure like a tool's, as the seed's
+/// `execute` counts it, whichever command met it.
+pub const UNREACHABLE: i32 = 3;
 pub const DISABLED: i32 = 4;
 /// 128 + SIGINT, as shells report a command ended by Ctrl-C.
 pub const INTERRUPTED: i32 = 130;
@@ -31,8 +34,7 @@ pub fn status_of(code: ErrorCode) -> i32 {
         ErrorCode::ConfigurationError => CONFIGURATION,
         ErrorCode::ServerNotFound | ErrorCode::ToolNotFound => NOT_FOUND,
         ErrorCode::ToolDisabled | ErrorCode::ToolBlocked => DISABLED,
-        ErrorCode::ToolExecutionError | ErrorCode::ToolExecutionTimeout | ErrorCode::ServerConnectionError => {
-            EXECUTION_FAILED
-        }
+        ErrorCode::ToolExecutionError | ErrorCode::ToolExecutionTimeout => EXECUTION_FAILED,
+        ErrorCode::ServerConnectionError => UNREACHABLE,
     }
 }

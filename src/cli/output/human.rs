@@ -34,15 +34,23 @@ pub fn hint(code: ErrorCode) -> Option<&'static str> {
     })
 }
 
-/// An error for stderr: `error: CODE: message`, then `did you mean: …` and `hint: …` lines.
+/// An error for stderr: `error: CODE: message`, then `did you mean: …` and `hint: …` lines
+/// (`hint` is usually [`hint`] of the error's code).
 #[must_use]
-pub fn error(error: &Error, p: Paint) -> String {
-    let message = crate::engine::scrub_secrets(&error.to_string()).into_owned();
-    let mut out = format!("{} {}: {message}\n", p.bad("error:"), error.code());
-    if !error.suggestions().is_empty() {
-        let _ = writeln!(out, "did you mean: {}", error.suggestions().join(", "));
+pub fn error(error: &Error, hint: Option<&str>, p: Paint) -> String {
+    let message = error.to_string();
+    let message = crate::engine::scrub_secrets(&message);
+    failure(error.code(), &message, error.suggestions(), hint, p)
+}
+
+/// [`error`]'s lines for a failure given by its parts.
+#[must_use]
+pub fn failure(code: ErrorCode, message: &str, suggestions: &[String], hint: Option<&str>, p: Paint) -> String {
+    let mut out = format!("{} {code}: {message}\n", p.bad("error:"));
+    if !suggestions.is_empty() {
+        let _ = writeln!(out, "did you mean: {}", suggestions.join(", "));
     }
-    if let Some(hint) = hint(error.code()) {
+    if let Some(hint) = hint {
         let _ = writeln!(out, "{} {hint}", p.dim("hint:"));
     }
     out
@@ -562,7 +570,7 @@ mod tests {
             suggestions: vec!["github:create".into()],
         };
         assert_eq!(
-            super::error(&error, PLAIN),
+            super::error(&error, hint(error.code()), PLAIN),
             "error: TOOL_NOT_FOUND: server `github` has no tool named `ceate`\ndid you mean: github:create\nhint: `anygpt-discovery tools <server>` lists its tools\n"
         );
     }

@@ -11,7 +11,7 @@ pub mod terminal;
 
 use std::io::Write;
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
 use style::Paint;
 
 /// Write `text` to stdout as is (a JSON document, a completion script). A closed pipe
@@ -85,10 +85,37 @@ impl Ui {
     /// and return its exit status.
     #[must_use]
     pub fn error(&self, error: &Error) -> i32 {
+        self.error_hinted(error, human::hint(error.code()))
+    }
+
+    /// Report a failure that is not an engine error (the `auth` commands' own): `code` and
+    /// `message` as [`Ui::error`] shows an error's. Returns the code's exit status.
+    #[must_use]
+    pub fn fail(&self, code: ErrorCode, message: &str, hint: Option<&'static str>) -> i32 {
+        let message = crate::engine::scrub_secrets(message).into_owned();
         if self.json {
-            print(&json::document(&json::ErrorBody::of(error)));
+            let error = json::ErrorDetail {
+                code: code.as_str(),
+                message,
+                suggestions: Vec::new(),
+                hint,
+            };
+            print(&json::document(&json::ErrorBody { error }));
         } else {
-            eprint(&human::error(error, self.err), self.err);
+            eprint(&human::failure(code, &message, &[], hint, self.err), self.err);
+        }
+        exit::status_of(code)
+    }
+
+    /// [`Ui::error`] with a hint of the caller's instead of the one for the error's code.
+    #[must_use]
+    pub fn error_hinted(&self, error: &Error, hint: Option<&'static str>) -> i32 {
+        if self.json {
+            let mut body = json::ErrorBody::of(error);
+            body.error.hint = hint;
+            print(&json::document(&body));
+        } else {
+            eprint(&human::error(error, hint, self.err), self.err);
         }
         exit::status_of(error.code())
     }
