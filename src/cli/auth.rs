@@ -39,9 +39,9 @@ pub async fn run(args: AuthArgs, config: &Config) -> i32 {
             Ok(spec) => login(spec).await,
             Err(code) => code,
         },
-        AuthAction::Status { server } => status(config, server.as_deref()),
+        AuthAction::Status { server } => status(config, server.as_deref()).await,
         AuthAction::Logout { server } => match find(config, &server) {
-            Ok(spec) => logout(spec),
+            Ok(spec) => logout(spec).await,
             Err(code) => code,
         },
     }
@@ -82,7 +82,7 @@ async fn login(spec: &ServerSpec) -> i32 {
     }
 }
 
-fn status(config: &Config, only: Option<&str>) -> i32 {
+async fn status(config: &Config, only: Option<&str>) -> i32 {
     let servers: Vec<&ServerSpec> = http_servers(config)
         .filter(|s| only.is_none_or(|o| s.name == o))
         .collect();
@@ -97,10 +97,10 @@ fn status(config: &Config, only: Option<&str>) -> i32 {
     }
     let mut text = String::new();
     for spec in servers {
-        let stored = crate::upstream::stored_sign_ins(&spec.name);
+        let stored = crate::upstream::stored_sign_ins(&spec.name).await;
         let line = match stored.iter().find(|s| s.has_token) {
             Some(sign_in) => format!(
-                "{}: signed in ({}{}{})",
+                "{}: signed in ({}{}{}); tokens in {}",
                 spec.name,
                 sign_in.resource,
                 if sign_in.has_refresh_token {
@@ -113,6 +113,7 @@ fn status(config: &Config, only: Option<&str>) -> i32 {
                 } else {
                     format!(", scopes: {}", sign_in.scopes.join(" "))
                 },
+                sign_in.kept_in,
             ),
             None if crate::upstream::sign_in_waiting(&spec.name) => format!("{}: waiting for the browser", spec.name),
             None => format!(
@@ -127,10 +128,13 @@ fn status(config: &Config, only: Option<&str>) -> i32 {
     exit::OK
 }
 
-fn logout(spec: &ServerSpec) -> i32 {
-    match crate::upstream::forget_sign_in(&spec.name) {
+async fn logout(spec: &ServerSpec) -> i32 {
+    match crate::upstream::forget_sign_in(&spec.name).await {
         Ok(true) => {
-            output::print(&format!("{}: signed out (its tokens are deleted)\n", spec.name));
+            output::print(&format!(
+                "{}: signed out (its tokens and registered client are deleted)\n",
+                spec.name
+            ));
             exit::OK
         }
         Ok(false) => {
