@@ -38,6 +38,10 @@ pub(super) trait Vault: Send + Sync + 'static {
 pub(super) enum VaultError {
     #[error("{0}")]
     Refused(String),
+    /// The item is larger than this keychain holds (Windows: 2560 bytes): this document stays
+    /// in its file, the keychain in use for the others.
+    #[error("{0}")]
+    TooLong(String),
     #[error("it did not answer within {} s", .0.as_secs_f32())]
     Timeout(Duration),
     #[error("its call ended without an answer")]
@@ -67,7 +71,11 @@ impl Vault for OsKeychain {
     }
 
     fn set(&self, account: &str, text: &str) -> Result<(), VaultError> {
-        Self::entry(account)?.set_password(text).map_err(|e| refused(&e))
+        match Self::entry(account)?.set_password(text) {
+            Ok(()) => Ok(()),
+            Err(error @ keyring::Error::TooLong(..)) => Err(VaultError::TooLong(error.to_string())),
+            Err(error) => Err(refused(&error)),
+        }
     }
 
     fn delete(&self, account: &str) -> Result<bool, VaultError> {
@@ -131,7 +139,8 @@ impl Keychain {
         self.call(file, move |vault| vault.get(&account)).await
     }
 
-    /// Keep `text` for `account`; whether the keychain took it.
+    /// Keep `text` for `account`; whether the keychain took it (not when it is off, failed,
+    /// or the text is too long for it).
     pub(super) async fn set(&self, account: &str, text: String, file: &std::path::Path) -> bool {
         let account = account.to_owned();
         self.call(file, move |vault| vault.set(&account, &text)).await.is_some()
@@ -169,7 +178,17 @@ impl Keychain {
             },
             Err(error) => Err(VaultError::Refused(format!("cannot start its thread: {error}"))),
         };
-        outcome.map_err(|error| self.turn_off(&error, file)).ok()
+        match outcome {
+            Ok(value) => Some(value),
+            Err(VaultError::TooLong(why)) => {
+                tracing::info!(file = %file.display(), "kept in the file, not the OS keychain: {why}");
+                None
+            }
+            Err(error) => {
+                self.turn_off(&error, file);
+                None
+            }
+        }
     }
 
     fn turn_off(&self, error: &VaultError, file: &std::path::Path) {
@@ -279,6 +298,32 @@ pub(super) mod tests {
             keychain.why_off().as_deref(),
             Some("the OS keychain failed: no Secret Service on the session bus")
         );
+    }
+
+    /// Windows' Credential Manager holds 2560 bytes an item.
+    struct SmallVault;
+
+    impl Vault for SmallVault {
+        fn get(&self, _: &str) -> Result<Option<String>, VaultError> {
+            Ok(None)
+        }
+
+        fn set(&self, _: &str, _: &str) -> Result<(), VaultError> {
+            Err(VaultError::TooLong("password is longer than 2560 bytes".into()))
+        }
+
+        fn delete(&self, _: &str) -> Result<bool, VaultError> {
+            Ok(false)
+        }
+    }
+
+    #[tokio::test]
+    async fn an_item_too_long_for_the_keychain_leaves_it_in_use() {
+        let keychain = Keychain::new(Arc::new(SmallVault), TIMEOUT, true);
+        let file = std::path::Path::new("a.json");
+        assert!(!keychain.set("a", "x".repeat(3000), file).await);
+        assert!(keychain.is_on());
+        assert_eq!(keychain.get("b", file).await, Some(None));
     }
 
     #[tokio::test]

@@ -300,6 +300,10 @@ async fn save_document(place: &Place, keychain: &Keychain, document: &Document) 
         return Ok(Location::Keychain);
     }
     write_file(&place.file, document)?;
+    // A keychain still in use refused this item as too long: its copy is older than the file.
+    if keychain.is_on() {
+        keychain.delete(&place.account, &place.file).await;
+    }
     Ok(Location::File(place.file.clone()))
 }
 
