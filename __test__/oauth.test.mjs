@@ -200,6 +200,7 @@ test('first sign-in, silent refresh, step-up, revoked refresh token, login and l
 
     const logout = s.cli('auth', 'logout', 'secure');
     assert.equal(logout.status, 0, logout.stderr);
+    assert.match(logout.stdout, /^secure: signed out \(its tokens and registered client are deleted\)\n$/, 'the keychain is not asked with the file store');
     assert.equal(existsSync(s.tokenFile), false);
     assert.match(s.cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
   } finally {
@@ -313,7 +314,12 @@ test('with no OS keychain answering, tokens go to the owner-only file, said once
       }
     }
 
-    assert.equal(s.cli('auth', 'logout', 'secure').status, 0);
+    // Signing out deletes the file, and says the keychain could not be checked for a copy.
+    const logout = s.cli('auth', 'logout', 'secure');
+    assert.equal(logout.status, 0, logout.stderr);
+    assert.match(logout.stdout, /secure: signed out/);
+    if (linux) assert.match(logout.stdout, /the OS keychain was not checked \(the OS keychain failed: /);
+    else assert.doesNotMatch(logout.stdout, /not checked/);
     assert.equal(existsSync(s.tokenFile), false);
     assert.match(s.cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
   } finally {

@@ -130,15 +130,18 @@ async fn status(config: &Config, only: Option<&str>) -> i32 {
 
 async fn logout(spec: &ServerSpec) -> i32 {
     match crate::upstream::forget_sign_in(&spec.name).await {
-        Ok(true) => {
-            output::print(&format!(
-                "{}: signed out (its tokens and registered client are deleted)\n",
-                spec.name
-            ));
-            exit::OK
-        }
-        Ok(false) => {
-            output::print(&format!("{}: was not signed in\n", spec.name));
+        Ok(done) => {
+            let said = if done.had_any {
+                "signed out (its tokens and registered client are deleted)"
+            } else {
+                "was not signed in"
+            };
+            let unchecked = done.keychain_unchecked.map_or(String::new(), |why| {
+                format!(
+                    "; the OS keychain was not checked ({why}): run this again where it answers to delete a copy there"
+                )
+            });
+            output::print(&format!("{}: {said}{unchecked}\n", spec.name));
             exit::OK
         }
         Err(e) => {

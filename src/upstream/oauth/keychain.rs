@@ -132,6 +132,14 @@ impl Keychain {
         }
     }
 
+    /// Why the keychain failed in this process, or `None` (it answers, or is not wanted).
+    pub(super) fn failure(&self) -> Option<String> {
+        match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
+            State::Failed(reason) => Some(reason.clone()),
+            State::On | State::NotWanted => None,
+        }
+    }
+
     /// The text kept for `account`: `None` when the keychain is off or just failed (then the
     /// file holds the tokens), `Some(None)` when it answered that it has none.
     pub(super) async fn get(&self, account: &str, file: &std::path::Path) -> Option<Option<String>> {

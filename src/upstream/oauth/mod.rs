@@ -295,7 +295,7 @@ impl Authorizer {
         let session = AuthorizationSession::new(manager, request)
             .await
             .map_err(|(_, error)| error)?;
-        let refused = registration.zip(registered).map(|(issuer, client)| RefusedClient {
+        let kept = registration.zip(registered).map(|(issuer, client)| KeptClient {
             store: self.store.clone(),
             issuer,
             client_id: client.client_id,
@@ -312,7 +312,7 @@ impl Authorizer {
         let server = self.server.clone();
         let registered = pending.clone();
         tokio::spawn(async move {
-            let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server, refused))
+            let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server, kept))
                 .await
                 .unwrap_or_else(|_| {
                     Err(SignInFailed(format!(
@@ -437,8 +437,8 @@ impl Authorizer {
 #[error("{0}")]
 pub(crate) struct SignInFailed(String);
 
-/// A client registered before, to forget when the authorization server refuses it.
-struct RefusedClient {
+/// The registered client a sign-in uses, to forget when the authorization server refuses it.
+struct KeptClient {
     store: TokenStore,
     issuer: String,
     client_id: String,
@@ -452,7 +452,7 @@ async fn complete(
     session: AuthorizationSession,
     state: String,
     server: &str,
-    registered: Option<RefusedClient>,
+    registered: Option<KeptClient>,
 ) -> Result<(), SignInFailed> {
     match listener.callback(&state, server).await {
         browser::Callback::Code { code, state, issuer } => {
@@ -630,10 +630,23 @@ pub struct StoredSignIn {
     pub kept_in: String,
 }
 
-/// Forget `server`'s tokens and registered clients, in the keychain and the file; whether it
-/// had any.
-pub(crate) async fn forget(server: &str) -> std::io::Result<bool> {
-    TokenStore::forget_server(server).await
+/// Forget `server`'s tokens and registered clients, in the keychain and the file.
+pub(crate) async fn forget(server: &str) -> std::io::Result<SignOut> {
+    let had_any = TokenStore::forget_server(server).await?;
+    Ok(SignOut {
+        had_any,
+        keychain_unchecked: keychain::Keychain::process().failure(),
+    })
+}
+
+/// What `auth logout` did.
+#[derive(Debug, Clone)]
+pub struct SignOut {
+    /// Whether the keychain or the file held a sign-in.
+    pub had_any: bool,
+    /// Why the OS keychain could not be asked (it failed or did not answer in time), so a copy
+    /// there may remain; `None` when it answered or is not used.
+    pub keychain_unchecked: Option<String>,
 }
 
 #[cfg(test)]
