@@ -3,8 +3,9 @@
 //!
 //! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
 //! browser (or prints the address) and waits for it; the tokens land in the token store the
-//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. No token
-//! text is ever printed. Exit codes: 0 done, 1 bad arguments or config or a failed sign-in,
+//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. `status`
+//! says where each server's tokens are (the OS keychain or the file); `logout` deletes them from
+//! both. No token text is ever printed. Exit codes: 0 done, 1 bad arguments or config or a failed sign-in,
 //! 2 no such server.
 
 use std::time::Duration;
@@ -27,9 +28,10 @@ pub struct AuthArgs {
 enum AuthAction {
     /// Sign in to a server (opens the browser; BROWSER picks which).
     Login { server: String },
-    /// Which servers hold a sign-in (all http servers, or one).
+    /// Which servers hold a sign-in and where: the OS keychain, or the owner-only file in the
+    /// state directory (`ANYGPT_DISCOVERY_TOKEN_STORE=file` skips the keychain).
     Status { server: Option<String> },
-    /// Forget a server's tokens.
+    /// Forget a server's tokens and registered client (keychain and file).
     Logout { server: String },
 }
 
