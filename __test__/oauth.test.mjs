@@ -262,13 +262,27 @@ test('a restarted gateway signs in with the client it registered before, and reg
     assert.notEqual(replaced.client_id, client.client_id);
     s.storedTokens();
 
+    // Forgotten between the sign-in page and the code exchange: the exchange is refused with
+    // invalid_client, and the same call signs in once more with a new registration.
+    await s.oauth.admin('revoke');
+    await s.oauth.admin('forget-clients-at-next-code');
+    const before = await s.oauth.admin('stats');
+    const retried = await s.run('secure', 'whoami');
+    assert.equal(retried.content[0].text, 'signed-in user', JSON.stringify(retried));
+    stats = await s.oauth.admin('stats');
+    assert.equal(stats.registrations, 3);
+    assert.equal(stats.authorizations, before.authorizations + 2);
+    assert.equal(stats.clientsRefused, before.clientsRefused + 1);
+    assert.notEqual(Object.values(s.stored().clients)[0].client_id, replaced.client_id);
+    s.storedTokens();
+
     // `auth logout` forgets the client too.
     assert.equal(s.cli('auth', 'logout', 'secure').status, 0);
     assert.equal(existsSync(s.tokenFile), false);
   } finally {
     await s.close();
   }
-  assert.ok(s.seenTokens.size >= 6, `secrets seen: ${s.seenTokens.size}`);
+  assert.ok(s.seenTokens.size >= 9, `secrets seen: ${s.seenTokens.size}`);
   assertNoLeaks(s);
 });
 

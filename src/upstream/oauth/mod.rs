@@ -190,18 +190,31 @@ impl Authorizer {
         self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
+    /// Join the sign-in under way or start one, and wait for it until this authorizer's wait
+    /// is up; a registered client the token endpoint refused is replaced by a new registration
+    /// once (a second browser page).
     async fn sign_in_inner(&self, challenge: &str) -> Result<String, AuthError> {
-        let pending = {
-            let _starting = self.starting.lock().await;
-            match pending_for(&self.server) {
-                Some(pending) => pending,
-                None => self.start(challenge).await?,
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut registered_again = false;
+        loop {
+            let pending = {
+                let _starting = self.starting.lock().await;
+                match pending_for(&self.server) {
+                    Some(pending) => pending,
+                    None => self.start(challenge).await?,
+                }
+            };
+            match tokio::time::timeout_at(deadline, pending.finished()).await {
+                Ok(Ok(())) => break,
+                Ok(Err(SignInFailed::ClientRefused(reason))) if !registered_again => {
+                    tracing::info!(server = %self.server, "{reason}; signing in with a new registration");
+                    registered_again = true;
+                }
+                Ok(Err(SignInFailed::Failed(reason) | SignInFailed::ClientRefused(reason))) => {
+                    return Err(AuthError::AuthorizationFailed(reason));
+                }
+                Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
             }
-        };
-        match tokio::time::timeout(self.wait, pending.finished()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(SignInFailed(reason))) => return Err(AuthError::AuthorizationFailed(reason)),
-            Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
         }
         let mut slot = self.manager.lock().await;
         *slot = self.manager_from_store().await?;
@@ -315,7 +328,7 @@ impl Authorizer {
             let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server, kept))
                 .await
                 .unwrap_or_else(|_| {
-                    Err(SignInFailed(format!(
+                    Err(SignInFailed::Failed(format!(
                         "nobody signed in to {server} within {} minutes",
                         SIGN_IN_WINDOW.as_secs() / 60
                     )))
@@ -434,8 +447,14 @@ impl Authorizer {
 /// Why a sign-in in the browser did not complete, as a person reads it (scrubbed): it becomes
 /// the `AuthorizationFailed` reason of every request that waited for it.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct SignInFailed(String);
+pub(crate) enum SignInFailed {
+    #[error("{0}")]
+    Failed(String),
+    /// The token endpoint no longer knows the registered client (now forgotten): a sign-in
+    /// with a new registration may succeed.
+    #[error("{0}")]
+    ClientRefused(String),
+}
 
 /// The registered client a sign-in uses, to forget when the authorization server refuses it.
 struct KeptClient {
@@ -445,8 +464,8 @@ struct KeptClient {
 }
 
 /// The browser's callback, then the code exchanged for tokens (saved by the manager). A
-/// registered client the token endpoint no longer knows is forgotten: the next sign-in
-/// registers again.
+/// registered client the token endpoint no longer knows is forgotten, and said so: the
+/// waiting request signs in once more, registering again.
 async fn complete(
     listener: browser::Listener,
     session: AuthorizationSession,
@@ -462,15 +481,17 @@ async fn complete(
             if let (Err(error), Some(client)) = (&outcome, registered) {
                 if is_client_refused(error) {
                     let _ = client.store.forget_client(&client.issuer, &client.client_id).await;
-                    return Err(SignInFailed(format!(
-                        "the authorization server no longer knows this gateway's client ({}); the next sign-in registers a new one",
+                    return Err(SignInFailed::ClientRefused(format!(
+                        "the authorization server no longer knows this gateway's client ({})",
                         auth_error_text(error)
                     )));
                 }
             }
-            outcome.map(|_| ()).map_err(|e| SignInFailed(auth_error_text(&e)))
+            outcome
+                .map(|_| ())
+                .map_err(|e| SignInFailed::Failed(auth_error_text(&e)))
         }
-        browser::Callback::Refused(why) => Err(SignInFailed(format!(
+        browser::Callback::Refused(why) => Err(SignInFailed::Failed(format!(
             "the authorization server refused the sign-in: {why}"
         ))),
     }
@@ -543,7 +564,7 @@ impl Pending {
         let outcome = finished.wait_for(Option::is_some).await;
         match outcome {
             Ok(value) => value.clone().unwrap_or(Ok(())),
-            Err(_) => Err(SignInFailed("the sign-in ended".to_owned())),
+            Err(_) => Err(SignInFailed::Failed("the sign-in ended".to_owned())),
         }
     }
 }
