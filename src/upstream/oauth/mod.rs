@@ -480,7 +480,9 @@ async fn complete(
                 .await;
             if let (Err(error), Some(client)) = (&outcome, registered) {
                 if is_client_refused(error) {
-                    let _ = client.store.forget_client(&client.issuer, &client.client_id).await;
+                    if let Err(forget) = client.store.forget_client(&client.issuer, &client.client_id).await {
+                        tracing::warn!(%server, "{}", auth_error_text(&forget));
+                    }
                     return Err(SignInFailed::ClientRefused(format!(
                         "the authorization server no longer knows this gateway's client ({})",
                         auth_error_text(error)
