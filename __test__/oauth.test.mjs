@@ -2,11 +2,13 @@
 // dynamic registration) against a loopback authorization server of ours, with BROWSER set to
 // a script that approves at once (or walks away), then refreshes silently, asks for more
 // scopes when the server says so, reports `needs sign-in` when nobody signs in, and forgets
-// its tokens on `auth logout`. No token ever shows in a log line, an answer, the audit log or
-// a snapshot.
+// its tokens on `auth logout`; a restarted gateway signs in again with the client it
+// registered before; with no OS keychain answering, tokens go to the owner-only file. No
+// token or client secret ever shows in a log line, an answer, the audit log or a snapshot.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { bin, call, isolatedEnv, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
@@ -41,8 +43,9 @@ async function startOAuthServer(env = {}) {
   return { child, base, url: `${base}/mcp`, admin };
 }
 
-/** A gateway with the protected server `secure` and a stdio `memory` beside it. */
-async function setup({ startupTimeoutMs = 8000 } = {}) {
+/** A gateway with the protected server `secure` and a stdio `memory` beside it. Tokens go to
+ * the file unless `tokenStore` says `auto` (then `env` may steer the keychain). */
+async function setup({ startupTimeoutMs = 8000, tokenStore = 'file', env: moreEnv = {} } = {}) {
   const oauth = await startOAuthServer();
   const state = tempDir('anygpt-oauth-state-');
   const cache = tempDir('anygpt-oauth-cache-');
@@ -62,34 +65,50 @@ async function setup({ startupTimeoutMs = 8000 } = {}) {
     BROWSER: `${JSON.stringify(process.execPath)} ${JSON.stringify(browser)}`,
     BROWSER_MODE_FILE: modeFile,
     ANYGPT_LOG: 'debug',
+    ANYGPT_DISCOVERY_TOKEN_STORE: tokenStore,
+    ...moreEnv,
   };
-  const gateway = await startGateway(config, env);
+  const gateways = [await startGateway(config, env)];
+  const gateway = {
+    get client() {
+      return gateways.at(-1).client;
+    },
+    stderr: () => gateways.map((g) => g.stderr()).join('\n'),
+  };
+  /** Stop the gateway and start another on the same config and state. */
+  const restart = async () => {
+    await gateways.at(-1).client.close();
+    gateways.push(await startGateway(config, env));
+  };
   const answers = [];
   const run = async (server, tool, args = {}) => {
     const result = await gateway.client.callTool({ name: 'execute_tool', arguments: { server, tool, arguments: args } });
     answers.push(JSON.stringify(result));
     return result;
   };
-  const cli = (...args) => {
-    const done = spawnSync(process.execPath, [bin, '--config', config, ...args], { env: isolatedEnv(env), encoding: 'utf8', timeout: 60000 });
+  const cli = (...args) => cliWith({}, ...args);
+  const cliWith = (extraEnv, ...args) => {
+    const done = spawnSync(process.execPath, [bin, '--config', config, ...args], { env: isolatedEnv({ ...env, ...extraEnv }), encoding: 'utf8', timeout: 60000 });
     answers.push(done.stdout, done.stderr);
     return done;
   };
   const tokenFile = join(state, 'oauth', `${serverFileStem('secure')}.json`);
   const seenTokens = new Set();
-  /** Every token the store holds now (kept for the leak check at the end). */
+  /** The token file's contents, or null. */
+  const stored = () => (existsSync(tokenFile) ? JSON.parse(readFileSync(tokenFile, 'utf8')) : null);
+  /** Every token the store holds now (kept, with client secrets, for the leak check). */
   const storedTokens = () => {
-    if (!existsSync(tokenFile)) return [];
-    const stored = JSON.parse(readFileSync(tokenFile, 'utf8'));
-    const tokens = Object.values(stored).flatMap((c) => [c.token_response?.access_token, c.token_response?.refresh_token]).filter(Boolean);
+    const { resources = {}, clients = {} } = stored() ?? {};
+    const tokens = Object.values(resources).flatMap((c) => [c.token_response?.access_token, c.token_response?.refresh_token]).filter(Boolean);
     tokens.forEach((t) => seenTokens.add(t));
+    Object.values(clients).forEach((c) => c.client_secret && seenTokens.add(c.client_secret));
     return tokens;
   };
   const close = async () => {
-    await gateway.client.close();
+    await gateways.at(-1).client.close();
     oauth.child.kill();
   };
-  return { oauth, gateway, run, cli, state, cache, modeFile, tokenFile, storedTokens, seenTokens, answers, close };
+  return { oauth, gateway, restart, run, cli, cliWith, state, cache, modeFile, tokenFile, stored, storedTokens, seenTokens, answers, close };
 }
 
 /** Every file under `dir` except the token store, as text. */
@@ -181,14 +200,20 @@ test('first sign-in, silent refresh, step-up, revoked refresh token, login and l
 
     const logout = s.cli('auth', 'logout', 'secure');
     assert.equal(logout.status, 0, logout.stderr);
+    assert.match(logout.stdout, /^secure: signed out \(its tokens and registered client are deleted\)\n$/, 'the keychain is not asked with the file store');
     assert.equal(existsSync(s.tokenFile), false);
     assert.match(s.cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
   } finally {
     await s.close();
   }
-  // The bytes of every token the store ever held: in no log line (debug), answer, audit line,
-  // snapshot or other file.
-  assert.ok(s.seenTokens.size >= 4, `tokens seen: ${s.seenTokens.size}`);
+  // Tokens and the registered client's secret.
+  assert.ok(s.seenTokens.size >= 5, `secrets seen: ${s.seenTokens.size}`);
+  assertNoLeaks(s);
+});
+
+/** The bytes of every token and client secret the store ever held: in no log line (debug),
+ * answer, audit line, snapshot or other file. */
+function assertNoLeaks(s) {
   const texts = [
     ['gateway stderr', s.gateway.stderr()],
     ...s.answers.map((a, i) => [`answer ${i}`, a]),
@@ -196,11 +221,125 @@ test('first sign-in, silent refresh, step-up, revoked refresh token, login and l
     ...filesUnder(s.cache, null),
   ];
   assert.ok(texts.some(([where]) => where.includes('audit')), 'the audit log was checked');
-  for (const token of s.seenTokens) {
+  for (const secret of s.seenTokens) {
     for (const [where, text] of texts) {
-      assert.ok(!text.includes(token), `a token leaked into ${where}`);
+      assert.ok(!text.includes(secret), `a token or client secret leaked into ${where}`);
     }
   }
+}
+
+test('a restarted gateway signs in with the client it registered before, and registers again once it is refused', { timeout: 120000 }, async () => {
+  const s = await setup();
+  try {
+    assert.equal((await s.run('secure', 'whoami')).content[0].text, 'signed-in user');
+    const [issuer, client] = Object.entries(s.stored().clients)[0];
+    assert.equal(issuer, s.oauth.base);
+    assert.match(client.client_secret, /^secret-/);
+    assert.match(client.redirect_uri, /^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+    s.storedTokens();
+
+    // Restarted with its tokens revoked: a new sign-in, with the client kept from before.
+    await s.oauth.admin('revoke');
+    await s.restart();
+    const again = await s.run('secure', 'whoami');
+    assert.equal(again.content[0].text, 'signed-in user', JSON.stringify(again));
+    let stats = await s.oauth.admin('stats');
+    assert.equal(stats.registrations, 1, 'one registration across the restart');
+    assert.equal(stats.codeGrants, 2);
+    assert.equal(Object.values(s.stored().clients)[0].client_id, client.client_id);
+    s.storedTokens();
+
+    // The authorization server forgets the client: the refresh is refused with
+    // invalid_client, the client is dropped and the sign-in registers once more.
+    await s.oauth.admin('forget-clients');
+    await s.oauth.admin('expire');
+    const fresh = await s.run('secure', 'whoami');
+    assert.equal(fresh.content[0].text, 'signed-in user', JSON.stringify(fresh));
+    stats = await s.oauth.admin('stats');
+    assert.ok(stats.clientsRefused >= 1, JSON.stringify(stats));
+    assert.equal(stats.registrations, 2);
+    const replaced = Object.values(s.stored().clients)[0];
+    assert.notEqual(replaced.client_id, client.client_id);
+    s.storedTokens();
+
+    // Forgotten between the sign-in page and the code exchange: the exchange is refused with
+    // invalid_client, and the same call signs in once more with a new registration.
+    await s.oauth.admin('revoke');
+    await s.oauth.admin('forget-clients-at-next-code');
+    const before = await s.oauth.admin('stats');
+    const retried = await s.run('secure', 'whoami');
+    assert.equal(retried.content[0].text, 'signed-in user', JSON.stringify(retried));
+    stats = await s.oauth.admin('stats');
+    assert.equal(stats.registrations, 3);
+    assert.equal(stats.authorizations, before.authorizations + 2);
+    assert.equal(stats.clientsRefused, before.clientsRefused + 1);
+    assert.notEqual(Object.values(s.stored().clients)[0].client_id, replaced.client_id);
+    s.storedTokens();
+
+    // `auth logout` forgets the client too.
+    assert.equal(s.cli('auth', 'logout', 'secure').status, 0);
+    assert.equal(existsSync(s.tokenFile), false);
+  } finally {
+    await s.close();
+  }
+  assert.ok(s.seenTokens.size >= 9, `secrets seen: ${s.seenTokens.size}`);
+  assertNoLeaks(s);
+});
+
+test('with no OS keychain answering, tokens go to the owner-only file, said once, within the timeout', { timeout: 120000 }, async () => {
+  // No Secret Service here (nor in CI): the session bus address names a socket nobody
+  // listens on. macOS and Windows ignore it and use their keychain.
+  const deadBus = `unix:path=${join(tempDir(), 'no-bus')}`;
+  const s = await setup({ tokenStore: 'auto', env: { DBUS_SESSION_BUS_ADDRESS: deadBus } });
+  const linux = process.platform === 'linux';
+  try {
+    assert.equal((await s.run('secure', 'whoami')).content[0].text, 'signed-in user');
+    const said = s.gateway.stderr().match(/sign-in tokens go to owner-only files in [^\n]*/g) ?? [];
+    if (linux) {
+      assert.equal(existsSync(s.tokenFile), true);
+      assert.equal(statSync(s.tokenFile).mode & 0o777, 0o600);
+      assert.equal(said.length, 1, s.gateway.stderr());
+      assert.match(said[0], /the OS keychain failed/);
+      assert.ok(said[0].includes(join(s.state, 'oauth')), said[0]);
+    } else {
+      assert.equal(existsSync(s.tokenFile), false, 'the keychain holds the tokens');
+      assert.equal(said.length, 0);
+    }
+    s.storedTokens();
+    const status = s.cli('auth', 'status', 'secure');
+    assert.equal(status.status, 0, status.stderr);
+    assert.match(status.stdout, linux ? /tokens in .*oauth.*\.json \(the OS keychain failed: / : /tokens in the OS keychain/);
+
+    // A bus that takes the connection and never answers: one timeout (3 s), then the file.
+    if (linux) {
+      const socket = join(tempDir(), 'silent-bus');
+      const silent = createNetServer(() => {});
+      await new Promise((resolve) => silent.listen(socket, resolve));
+      try {
+        const started = Date.now();
+        const hung = s.cliWith({ DBUS_SESSION_BUS_ADDRESS: `unix:path=${socket}` }, 'auth', 'status', 'secure');
+        const took = Date.now() - started;
+        assert.equal(hung.status, 0, hung.stderr);
+        assert.match(hung.stdout, /secure: signed in .*tokens in .*\(the OS keychain failed: it did not answer within 3 s\)/);
+        assert.ok(took >= 2900 && took < 15000, `took ${took} ms`);
+        assert.equal((hung.stderr.match(/sign-in tokens go to owner-only files/g) ?? []).length, 1, hung.stderr);
+      } finally {
+        silent.close();
+      }
+    }
+
+    // Signing out deletes the file, and says the keychain could not be checked for a copy.
+    const logout = s.cli('auth', 'logout', 'secure');
+    assert.equal(logout.status, 0, logout.stderr);
+    assert.match(logout.stdout, /secure: signed out/);
+    if (linux) assert.match(logout.stdout, /the OS keychain was not checked \(the OS keychain failed: /);
+    else assert.doesNotMatch(logout.stdout, /not checked/);
+    assert.equal(existsSync(s.tokenFile), false);
+    assert.match(s.cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
+  } finally {
+    await s.close();
+  }
+  assertNoLeaks(s);
 });
 
 test('a 401 with another scheme than Bearer is reported as it is, and no browser opens', async () => {

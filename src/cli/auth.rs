@@ -3,8 +3,9 @@
 //!
 //! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
 //! browser (or prints the address) and waits for it; the tokens land in the token store the
-//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. No token
-//! text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
+//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. `status`
+//! says where each server's tokens are (the OS keychain or the file); `logout` deletes them from
+//! both. No token text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
 //! Exit codes: 0 done, 1 bad arguments, 2 a bad config, no such server, a server that cannot
 //! sign in as configured, or tokens that cannot be deleted, 3 a failed sign-in.
 
@@ -41,16 +42,17 @@ pub async fn run(args: AuthArgs, config: &Config, ui: &Ui) -> i32 {
             Ok(spec) => login(spec, ui).await,
             Err(code) => code,
         },
-        AuthAction::Status { server } => status(config, server.as_deref(), ui),
+        AuthAction::Status { server } => status(config, server.as_deref(), ui).await,
         AuthAction::Logout { server } => match find(config, &server, ui) {
-            Ok(spec) => logout(spec, ui),
+            Ok(spec) => logout(spec, ui).await,
             Err(code) => code,
         },
     }
 }
 
 /// `--json` documents: `{server, signedIn, tools}` (login), `{servers:[{server, status,
-/// resource?, refreshes?, scopes?}]}` (status), `{server, signedOut}` (logout).
+/// resource?, refreshes?, scopes?, keptIn?}]}` (status), `{server, signedOut,
+/// keychainUnchecked?}` (logout).
 #[derive(serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct LoggedIn<'a> {
@@ -65,6 +67,7 @@ struct SignInStates {
 }
 
 #[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 struct SignInState {
     server: String,
     /// `signed-in`, `waiting` (for the browser) or `signed-out`.
@@ -75,6 +78,9 @@ struct SignInState {
     refreshes: Option<bool>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     scopes: Vec<String>,
+    /// Where the tokens are: the OS keychain, or the file and why not the keychain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept_in: Option<String>,
 }
 
 #[derive(serde::Serialize)]
@@ -82,6 +88,9 @@ struct SignInState {
 struct LoggedOut<'a> {
     server: &'a str,
     signed_out: bool,
+    /// Why a copy in the OS keychain could not be checked (it may still be there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keychain_unchecked: Option<&'a str>,
 }
 
 fn find<'c>(config: &'c Config, name: &str, ui: &Ui) -> Result<&'c ServerSpec, i32> {
@@ -130,7 +139,7 @@ async fn login(spec: &ServerSpec, ui: &Ui) -> i32 {
     }
 }
 
-fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
+async fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
     let servers: Vec<&ServerSpec> = http_servers(config)
         .filter(|s| only.is_none_or(|o| s.name == o))
         .collect();
@@ -143,15 +152,12 @@ fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
     let mut text = String::new();
     let mut json = SignInStates { servers: Vec::new() };
     for spec in servers {
-        let stored = crate::upstream::stored_sign_ins(&spec.name);
-        let held = stored
-            .iter()
-            .find(|s| s.has_token)
-            .map(|s| (s.resource.as_str(), s.has_refresh_token, s.scopes.as_slice()));
+        let stored = crate::upstream::stored_sign_ins(&spec.name).await;
+        let held = stored.iter().find(|s| s.has_token);
         json.servers.push(sign_in_status(&spec.name, held));
         let line = match stored.iter().find(|s| s.has_token) {
             Some(sign_in) => format!(
-                "{}: signed in ({}{}{})",
+                "{}: signed in ({}{}{}); tokens in {}",
                 spec.name,
                 sign_in.resource,
                 if sign_in.has_refresh_token {
@@ -164,6 +170,7 @@ fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
                 } else {
                     format!(", scopes: {}", sign_in.scopes.join(" "))
                 },
+                sign_in.kept_in,
             ),
             None if crate::upstream::sign_in_waiting(&spec.name) => format!("{}: waiting for the browser", spec.name),
             None => format!(
@@ -179,8 +186,8 @@ fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
 }
 
 /// A server's sign-in for `status --json`, as its text line says it: `held` is the stored
-/// sign-in with a token (resource, refreshes by itself, scopes), if any.
-fn sign_in_status(server: &str, held: Option<(&str, bool, &[String])>) -> SignInState {
+/// sign-in with a token, if any.
+fn sign_in_status(server: &str, held: Option<&crate::upstream::StoredSignIn>) -> SignInState {
     let status = match held {
         Some(_) => "signed-in",
         None if crate::upstream::sign_in_waiting(server) => "waiting",
@@ -189,26 +196,32 @@ fn sign_in_status(server: &str, held: Option<(&str, bool, &[String])>) -> SignIn
     SignInState {
         server: server.to_owned(),
         status,
-        resource: held.map(|(resource, ..)| resource.to_owned()),
-        refreshes: held.map(|(_, refreshes, _)| refreshes),
-        scopes: held.map(|(.., scopes)| scopes.to_vec()).unwrap_or_default(),
+        resource: held.map(|s| s.resource.clone()),
+        refreshes: held.map(|s| s.has_refresh_token),
+        scopes: held.map(|s| s.scopes.clone()).unwrap_or_default(),
+        kept_in: held.map(|s| s.kept_in.clone()),
     }
 }
 
-fn logout(spec: &ServerSpec, ui: &Ui) -> i32 {
-    let done = |signed_out| LoggedOut {
-        server: &spec.name,
-        signed_out,
-    };
-    match crate::upstream::forget_sign_in(&spec.name) {
-        Ok(true) => {
-            ui.result(&done(true), || {
-                format!("{}: signed out (its tokens are deleted)\n", spec.name)
+async fn logout(spec: &ServerSpec, ui: &Ui) -> i32 {
+    match crate::upstream::forget_sign_in(&spec.name).await {
+        Ok(done) => {
+            let said = if done.had_any {
+                "signed out (its tokens and registered client are deleted)"
+            } else {
+                "was not signed in"
+            };
+            let unchecked = done.keychain_unchecked.as_ref().map_or(String::new(), |why| {
+                format!(
+                    "; the OS keychain was not checked ({why}): run this again where it answers to delete a copy there"
+                )
             });
-            exit::OK
-        }
-        Ok(false) => {
-            ui.result(&done(false), || format!("{}: was not signed in\n", spec.name));
+            let body = LoggedOut {
+                server: &spec.name,
+                signed_out: done.had_any,
+                keychain_unchecked: done.keychain_unchecked.as_deref(),
+            };
+            ui.result(&body, || format!("{}: {said}{unchecked}\n", spec.name));
             exit::OK
         }
         Err(e) => {

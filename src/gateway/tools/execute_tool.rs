@@ -168,7 +168,7 @@ fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSi
 mod tests {
     use super::*;
 
-    fn elicitation(message: String) -> ServerRequest {
+    fn elicitation(message: &str) -> ServerRequest {
         serde_json::from_value(json!({
             "method": "elicitation/create",
             "params": { "message": message, "requestedSchema": { "type": "object", "properties": {} } }
@@ -186,16 +186,16 @@ mod tests {
     #[test]
     fn a_forwarded_request_loses_registered_secrets() {
         crate::secrets::register("fit-for-client", ["sk-fit-for-client-0123456789".to_owned()]);
-        let request = elicitation("Confirm the key sk-fit-for-client-0123456789 for the deploy?".to_owned());
+        let request = elicitation("Confirm the key sk-fit-for-client-0123456789 for the deploy?");
         let fitted = fit_for_client(request, "elicitation").unwrap();
         assert_eq!(message_of(&fitted), "Confirm the key *** for the deploy?");
     }
 
     #[test]
     fn an_oversized_forwarded_request_is_refused_with_its_size() {
-        let request = elicitation("x".repeat(FORWARDED_REQUEST_BYTES));
+        let request = elicitation(&"x".repeat(FORWARDED_REQUEST_BYTES));
         let error = fit_for_client(request, "elicitation").unwrap_err();
-        let size = serde_json::to_vec(&elicitation("x".repeat(FORWARDED_REQUEST_BYTES)))
+        let size = serde_json::to_vec(&elicitation(&"x".repeat(FORWARDED_REQUEST_BYTES)))
             .unwrap()
             .len();
         assert_eq!(

@@ -16,14 +16,18 @@
 //! waits for the loopback callback in the background for [`SIGN_IN_WINDOW`]; the connect or
 //! call that needed it waits only part of its own time limit, then fails with a
 //! [`NEEDS_SIGN_IN`] error naming the command that fixes it, and the next attempt picks up
-//! the sign-in the person finished meanwhile. Tokens live in `store` (0600, per server and
-//! resource), registered as secrets of their server.
+//! the sign-in the person finished meanwhile. Tokens live in `store` (the OS keychain, else an
+//! owner-only file; per server and resource), registered as secrets of their server, beside the
+//! client registered dynamically at each authorization server: a restart reuses that client
+//! (on the loopback port it was registered with) instead of registering another, and drops it
+//! when the authorization server answers `invalid_client`.
 //!
 //! rmcp's `AuthClient` (its transport wrapper) is not used: it refreshes on a 401 but leaves
 //! sign-in and step-up to the caller, and ours must sit inside our own HTTP client
 //! (`upstream::http`) anyway, whose session rules it would otherwise bypass.
 
 mod browser;
+mod keychain;
 mod store;
 
 use std::collections::HashMap;
@@ -32,8 +36,8 @@ use std::time::Duration;
 
 use reqwest::Url;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, ClientCredentialsConfig,
-    CredentialStore, OAuthClientConfig,
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest, AuthorizationSession,
+    ClientCredentialsConfig, CredentialStore, OAuthClientConfig,
 };
 use tokio::sync::watch;
 
@@ -41,6 +45,7 @@ use super::error::UpstreamError;
 use crate::config::{expand, OAuthGrant, OAuthSpec};
 
 pub(crate) use store::TokenStore;
+use store::{Location, RegisteredClient};
 
 /// What a server's status and errors start with while it waits for a person to sign in.
 pub(crate) const NEEDS_SIGN_IN: &str = "needs sign-in";
@@ -51,6 +56,9 @@ const SIGN_IN_WINDOW: Duration = Duration::from_secs(10 * 60);
 /// Sign-ins for more scopes (403 `insufficient_scope`) one request may start: a server that
 /// asks again after each one would otherwise loop.
 pub(crate) const MAX_STEP_UPS: usize = 2;
+
+/// The name a dynamically registered client gives itself unless `oauth.clientName` says.
+const CLIENT_NAME: &str = "anygpt-discovery";
 
 /// The redirect URI given to a client configured only to refresh or exchange credentials:
 /// neither sends it, and rmcp's client type needs one.
@@ -145,6 +153,12 @@ impl Authorizer {
         match manager.get_access_token().await {
             Ok(token) => Ok(Some(token)),
             Err(AuthError::AuthorizationRequired) => Ok(None),
+            Err(error) if is_client_refused(&error) => {
+                // Without a token the server's 401 starts a sign-in, which registers again.
+                self.forget_refused_client().await;
+                *slot = None;
+                Ok(None)
+            }
             Err(error) => Err(error),
         }
     }
@@ -155,6 +169,9 @@ impl Authorizer {
         let manager = slot.as_ref()?;
         if let Err(error) = manager.refresh_token().await {
             tracing::info!(server = %self.server, "the refresh token was not accepted ({error}); signing in again");
+            if is_client_refused(&error) {
+                self.forget_refused_client().await;
+            }
             return None;
         }
         manager.get_access_token().await.ok().filter(|fresh| fresh != rejected)
@@ -173,18 +190,31 @@ impl Authorizer {
         self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
+    /// Join the sign-in under way or start one, and wait for it until this authorizer's wait
+    /// is up; a registered client the token endpoint refused is replaced by a new registration
+    /// once (a second browser page).
     async fn sign_in_inner(&self, challenge: &str) -> Result<String, AuthError> {
-        let pending = {
-            let _starting = self.starting.lock().await;
-            match pending_for(&self.server) {
-                Some(pending) => pending,
-                None => self.start(challenge).await?,
+        let deadline = tokio::time::Instant::now() + self.wait;
+        let mut registered_again = false;
+        loop {
+            let pending = {
+                let _starting = self.starting.lock().await;
+                match pending_for(&self.server) {
+                    Some(pending) => pending,
+                    None => self.start(challenge).await?,
+                }
+            };
+            match tokio::time::timeout_at(deadline, pending.finished()).await {
+                Ok(Ok(())) => break,
+                Ok(Err(SignInFailed::ClientRefused(reason))) if !registered_again => {
+                    tracing::info!(server = %self.server, "{reason}; signing in with a new registration");
+                    registered_again = true;
+                }
+                Ok(Err(SignInFailed::Failed(reason) | SignInFailed::ClientRefused(reason))) => {
+                    return Err(AuthError::AuthorizationFailed(reason));
+                }
+                Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
             }
-        };
-        match tokio::time::timeout(self.wait, pending.finished()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(SignInFailed(reason))) => return Err(AuthError::AuthorizationFailed(reason)),
-            Err(_) => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
         }
         let mut slot = self.manager.lock().await;
         *slot = self.manager_from_store().await?;
@@ -194,21 +224,50 @@ impl Authorizer {
 
     /// A manager for this server with the store's credentials, or `None` without any.
     async fn manager_from_store(&self) -> Result<Option<AuthorizationManager>, AuthError> {
-        let stored = self.store.load().await?;
-        if stored.is_none_or(|s| s.token_response.is_none()) {
+        // Another process (`auth login`) may have signed in since the last read.
+        self.store.reread();
+        let Some(stored) = self.store.load().await?.filter(|s| s.token_response.is_some()) else {
             return Ok(None);
-        }
+        };
         let mut manager = self.new_manager().await?;
         if !manager.initialize_from_store().await? {
             return Ok(None);
         }
-        // The store keeps the client id only; a confidential client refreshes with its secret.
-        if let (Some(id), Some(secret)) = (&self.settings.client_id, &self.settings.client_secret) {
-            manager.configure_client(
-                OAuthClientConfig::new(id.clone(), UNUSED_REDIRECT).with_client_secret(secret.clone()),
-            )?;
+        // The credentials name the client only; a confidential client refreshes with its
+        // secret, from the config or from its registration.
+        let secret = match (&self.settings.client_id, &self.settings.client_secret) {
+            (Some(id), Some(secret)) => Some((id.clone(), secret.clone())),
+            (Some(_), None) => None,
+            (None, _) => match &stored.issuer {
+                Some(issuer) => self
+                    .store
+                    .registered_client(issuer)
+                    .await
+                    .filter(|c| c.client_id == stored.client_id)
+                    .and_then(|c| c.client_secret.map(|secret| (c.client_id, secret))),
+                None => None,
+            },
+        };
+        if let Some((id, secret)) = secret {
+            manager.configure_client(OAuthClientConfig::new(id, UNUSED_REDIRECT).with_client_secret(secret))?;
         }
         Ok(Some(manager))
+    }
+
+    /// The authorization server no longer knows the client the stored tokens were issued to:
+    /// forget the client (when it was ours, from a registration) and those tokens.
+    async fn forget_refused_client(&self) {
+        if self.settings.client_id.is_some() {
+            return;
+        }
+        let Ok(Some(stored)) = self.store.load().await else {
+            return;
+        };
+        let Some(issuer) = &stored.issuer else { return };
+        tracing::warn!(server = %self.server, "the authorization server no longer knows this gateway's client; registering again at the next sign-in");
+        if let Err(error) = self.store.forget_client(issuer, &stored.client_id).await {
+            tracing::warn!(server = %self.server, "{}", auth_error_text(&error));
+        }
     }
 
     async fn new_manager(&self) -> Result<AuthorizationManager, AuthError> {
@@ -224,17 +283,36 @@ impl Authorizer {
     async fn start(&self, challenge: &str) -> Result<Arc<Pending>, AuthError> {
         let mut manager = self.new_manager().await?;
         let resolution = manager.resolve_metadata_from_challenge(Some(challenge)).await?;
+        let registration = self
+            .registers_dynamically(&resolution.metadata)
+            .then(|| registration_key(&resolution.metadata));
         manager.set_metadata(resolution.metadata);
         if self.settings.grant == OAuthGrant::ClientCredentials {
             self.client_credentials(&mut manager).await?;
             return Ok(Arc::new(Pending::finished_ok()));
         }
-        let listener = browser::Listener::bind(self.settings.redirect_port)
-            .await
-            .map_err(|e| AuthError::InternalError(format!("cannot listen on 127.0.0.1 for the sign-in: {e}")))?;
-        let session = AuthorizationSession::new(manager, self.request(&listener.redirect_uri, challenge))
+        let (listener, registered) = match &registration {
+            Some(issuer) => {
+                let (listener, client) = self.registered_client(&mut manager, issuer).await?;
+                (listener, Some(client))
+            }
+            None => (listen(self.settings.redirect_port).await?, None),
+        };
+        let mut request = self.request(&listener.redirect_uri, challenge);
+        if let Some(client) = &registered {
+            request = request.with_preregistered_client(client.client_id.clone());
+            if let Some(secret) = &client.client_secret {
+                request = request.with_client_secret(secret.clone());
+            }
+        }
+        let session = AuthorizationSession::new(manager, request)
             .await
             .map_err(|(_, error)| error)?;
+        let kept = registration.zip(registered).map(|(issuer, client)| KeptClient {
+            store: self.store.clone(),
+            issuer,
+            client_id: client.client_id,
+        });
         let url = session.get_authorization_url().to_owned();
         let state = Url::parse(&url)
             .ok()
@@ -247,10 +325,10 @@ impl Authorizer {
         let server = self.server.clone();
         let registered = pending.clone();
         tokio::spawn(async move {
-            let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server))
+            let outcome = tokio::time::timeout(SIGN_IN_WINDOW, complete(listener, session, state, &server, kept))
                 .await
                 .unwrap_or_else(|_| {
-                    Err(SignInFailed(format!(
+                    Err(SignInFailed::Failed(format!(
                         "nobody signed in to {server} within {} minutes",
                         SIGN_IN_WINDOW.as_secs() / 60
                     )))
@@ -266,15 +344,70 @@ impl Authorizer {
         Ok(pending)
     }
 
+    /// Whether this sign-in identifies the client by dynamic registration (RFC 7591): neither a
+    /// configured client nor a metadata document the authorization server accepts.
+    fn registers_dynamically(&self, metadata: &AuthorizationMetadata) -> bool {
+        let cimd = metadata
+            .additional_fields
+            .get("client_id_metadata_document_supported")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        self.settings.client_id.is_none() && !(cimd && self.settings.client_metadata_url.is_some())
+    }
+
+    /// The client registered at `issuer` before, with a listener on the port of its redirect
+    /// URI; else a new registration (kept for the next sign-in) with a listener of its own.
+    async fn registered_client(
+        &self,
+        manager: &mut AuthorizationManager,
+        issuer: &str,
+    ) -> Result<(browser::Listener, RegisteredClient), AuthError> {
+        if let Some(client) = self.store.registered_client(issuer).await {
+            if let Some(listener) = self.listen_for(&client).await {
+                tracing::debug!(server = %self.server, "signing in with the client registered before");
+                return Ok((listener, client));
+            }
+            tracing::info!(server = %self.server, redirect_uri = %client.redirect_uri,
+                "the registered client's loopback port is taken; registering another client");
+        }
+        let listener = listen(self.settings.redirect_port).await?;
+        let scopes = if self.settings.scopes.is_empty() {
+            manager.select_initial_scopes(&[]).await
+        } else {
+            self.settings.scopes.clone()
+        };
+        let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        let name = self.settings.client_name.as_deref().unwrap_or(CLIENT_NAME);
+        let config = manager
+            .register_client(name, &listener.redirect_uri, &scopes)
+            .await
+            .map_err(|e| AuthError::RegistrationFailed(format!("Dynamic registration failed: {e}")))?;
+        let client = RegisteredClient {
+            client_id: config.client_id,
+            client_secret: config.client_secret,
+            redirect_uri: listener.redirect_uri.clone(),
+        };
+        if let Err(error) = self.store.remember_client(issuer, client.clone()).await {
+            tracing::warn!(server = %self.server, "the registered client is not kept: {}", auth_error_text(&error));
+        }
+        Ok((listener, client))
+    }
+
+    /// A listener on the port `client` was registered with, unless the config asks for
+    /// another or the port is taken.
+    async fn listen_for(&self, client: &RegisteredClient) -> Option<browser::Listener> {
+        let port = Url::parse(&client.redirect_uri).ok()?.port()?;
+        if self.settings.redirect_port.is_some_and(|wanted| wanted != port) {
+            return None;
+        }
+        let listener = browser::Listener::bind(Some(port)).await.ok()?;
+        (listener.redirect_uri == client.redirect_uri).then_some(listener)
+    }
+
     fn request(&self, redirect_uri: &str, challenge: &str) -> AuthorizationRequest {
         let settings = &self.settings;
         let mut request = AuthorizationRequest::new(redirect_uri)
-            .with_client_name(
-                settings
-                    .client_name
-                    .clone()
-                    .unwrap_or_else(|| "anygpt-discovery".into()),
-            )
+            .with_client_name(settings.client_name.clone().unwrap_or_else(|| CLIENT_NAME.into()))
             .with_challenge(challenge);
         request = if settings.scopes.is_empty() {
             request.with_initial_scope_selection()
@@ -314,26 +447,78 @@ impl Authorizer {
 /// Why a sign-in in the browser did not complete, as a person reads it (scrubbed): it becomes
 /// the `AuthorizationFailed` reason of every request that waited for it.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct SignInFailed(String);
+pub(crate) enum SignInFailed {
+    #[error("{0}")]
+    Failed(String),
+    /// The token endpoint no longer knows the registered client (now forgotten): a sign-in
+    /// with a new registration may succeed.
+    #[error("{0}")]
+    ClientRefused(String),
+}
 
-/// The browser's callback, then the code exchanged for tokens (saved by the manager).
+/// The registered client a sign-in uses, to forget when the authorization server refuses it.
+struct KeptClient {
+    store: TokenStore,
+    issuer: String,
+    client_id: String,
+}
+
+/// The browser's callback, then the code exchanged for tokens (saved by the manager). A
+/// registered client the token endpoint no longer knows is forgotten, and said so: the
+/// waiting request signs in once more, registering again.
 async fn complete(
     listener: browser::Listener,
     session: AuthorizationSession,
     state: String,
     server: &str,
+    registered: Option<KeptClient>,
 ) -> Result<(), SignInFailed> {
     match listener.callback(&state, server).await {
-        browser::Callback::Code { code, state, issuer } => session
-            .handle_callback_with_issuer(&code, &state, issuer.as_deref())
-            .await
-            .map(|_| ())
-            .map_err(|e| SignInFailed(auth_error_text(&e))),
-        browser::Callback::Refused(why) => Err(SignInFailed(format!(
+        browser::Callback::Code { code, state, issuer } => {
+            let outcome = session
+                .handle_callback_with_issuer(&code, &state, issuer.as_deref())
+                .await;
+            if let (Err(error), Some(client)) = (&outcome, registered) {
+                if is_client_refused(error) {
+                    if let Err(forget) = client.store.forget_client(&client.issuer, &client.client_id).await {
+                        tracing::warn!(%server, "{}", auth_error_text(&forget));
+                    }
+                    return Err(SignInFailed::ClientRefused(format!(
+                        "the authorization server no longer knows this gateway's client ({})",
+                        auth_error_text(error)
+                    )));
+                }
+            }
+            outcome
+                .map(|_| ())
+                .map_err(|e| SignInFailed::Failed(auth_error_text(&e)))
+        }
+        browser::Callback::Refused(why) => Err(SignInFailed::Failed(format!(
             "the authorization server refused the sign-in: {why}"
         ))),
     }
+}
+
+/// Whether the authorization server refused the client itself (RFC 6749 §5.2): rmcp passes the
+/// token endpoint's error code through in the error's text only.
+fn is_client_refused(error: &AuthError) -> bool {
+    error.to_string().contains("invalid_client")
+}
+
+/// A loopback listener for the browser's callback.
+async fn listen(port: Option<u16>) -> Result<browser::Listener, AuthError> {
+    browser::Listener::bind(port)
+        .await
+        .map_err(|e| AuthError::InternalError(format!("cannot listen on 127.0.0.1 for the sign-in: {e}")))
+}
+
+/// The key a registered client is kept under: the authorization server's issuer (its token
+/// endpoint when the metadata names none).
+fn registration_key(metadata: &AuthorizationMetadata) -> String {
+    metadata
+        .issuer
+        .clone()
+        .unwrap_or_else(|| metadata.token_endpoint.clone())
 }
 
 /// The text of an auth error as a person reads it, scrubbed (a token endpoint's error body
@@ -381,7 +566,7 @@ impl Pending {
         let outcome = finished.wait_for(Option::is_some).await;
         match outcome {
             Ok(value) => value.clone().unwrap_or(Ok(())),
-            Err(_) => Err(SignInFailed("the sign-in ended".to_owned())),
+            Err(_) => Err(SignInFailed::Failed("the sign-in ended".to_owned())),
         }
     }
 }
@@ -420,10 +605,11 @@ fn unregister_pending(server: &str, pending: &Arc<Pending>) {
     }
 }
 
-/// What the token store holds for `server`: (resource, issuer, whether a refresh token is
-/// kept, seconds since the tokens were issued) per resource. No token text.
-pub(crate) fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
-    TokenStore::resources(server)
+/// What the token store holds for `server`, per resource, and where. No token text.
+pub(crate) async fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
+    let (resources, location) = TokenStore::resources(server).await;
+    let kept_in = location_text(&location, keychain::Keychain::process().why_off());
+    resources
         .into_iter()
         .map(|(resource, credentials)| {
             let fields = credentials
@@ -436,9 +622,23 @@ pub(crate) fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
                 has_token: fields.get("access_token").is_some(),
                 has_refresh_token: fields.get("refresh_token").is_some(),
                 scopes: credentials.granted_scopes.clone(),
+                kept_in: kept_in.clone(),
             }
         })
         .collect()
+}
+
+/// Where sign-ins are, as `auth status` says it; `why_off`: why the keychain is not used.
+fn location_text(location: &Location, why_off: Option<String>) -> String {
+    match location {
+        Location::Keychain => "the OS keychain".to_owned(),
+        Location::File(path) => match why_off {
+            Some(why) => format!("{} ({why})", path.display()),
+            None => path.display().to_string(),
+        },
+        Location::Memory => "this process's memory".to_owned(),
+        Location::Nowhere => "nowhere".to_owned(),
+    }
 }
 
 /// One resource's sign-in as `auth status` shows it.
@@ -449,11 +649,27 @@ pub struct StoredSignIn {
     pub has_token: bool,
     pub has_refresh_token: bool,
     pub scopes: Vec<String>,
+    /// Where the tokens are: "the OS keychain", or the file (and why not the keychain).
+    pub kept_in: String,
 }
 
-/// Forget `server`'s tokens; whether it had any.
-pub(crate) fn forget(server: &str) -> std::io::Result<bool> {
-    TokenStore::forget_server(server)
+/// Forget `server`'s tokens and registered clients, in the keychain and the file.
+pub(crate) async fn forget(server: &str) -> std::io::Result<SignOut> {
+    let had_any = TokenStore::forget_server(server).await?;
+    Ok(SignOut {
+        had_any,
+        keychain_unchecked: keychain::Keychain::process().failure(),
+    })
+}
+
+/// What `auth logout` did.
+#[derive(Debug, Clone)]
+pub struct SignOut {
+    /// Whether the keychain or the file held a sign-in.
+    pub had_any: bool,
+    /// Why the OS keychain could not be asked (it failed or did not answer in time), so a copy
+    /// there may remain; `None` when it answered or is not used.
+    pub keychain_unchecked: Option<String>,
 }
 
 #[cfg(test)]
