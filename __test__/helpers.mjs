@@ -35,6 +35,8 @@ export function isolatedEnv(env = {}) {
     APPDATA: join(home, 'AppData', 'Roaming'),
     ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-'),
     ANYGPT_DISCOVERY_STATE_DIR: tempDir('anygpt-discovery-state-'),
+    // Tests never write into the developer's OS keychain; the keychain tests ask for it.
+    ANYGPT_DISCOVERY_TOKEN_STORE: 'file',
     ...env,
   };
 }

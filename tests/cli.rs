@@ -44,6 +44,8 @@ fn command(scratch: &Path) -> Command {
         .env("XDG_CONFIG_HOME", scratch.join("home/.config"))
         .env("COLUMNS", "80")
         .env("ANYGPT_DEMO_MEMORY_FILE", scratch.join("memory.jsonl"))
+        // Never the developer's OS keychain (and the same answers wherever one exists).
+        .env("ANYGPT_DISCOVERY_TOKEN_STORE", "file")
         .env_remove("ANYGPT_DISCOVERY_CONFIG")
         .env_remove("ANYGPT_LOG")
         .env_remove("FORCE_COLOR")
