@@ -53,7 +53,8 @@ const MAX_FIELD_TERMS: usize = 2_000;
 const NORM_DRIFT: f32 = 0.1;
 /// Marks a posting whose term occurs in the document's name.
 const IN_NAME: u32 = 1 << 31;
-/// Hashes the words of every tool text looked up while indexing: std's SipHash was ~6 % of
+
+/// Hashes the words of every tool text looked up while indexing: std's `SipHash` was ~6 % of
 /// a 5.6k-tool startup profile. aHash is several times faster on short keys and, randomly
 /// keyed per process as std's is, still no easy target for a server crafting colliding
 /// words. Nothing iterates these maps, so the hasher cannot change a ranking.
