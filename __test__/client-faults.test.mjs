@@ -191,3 +191,118 @@ describe('stdin EOF with a call in flight', () => {
     });
   }
 });
+
+describe('a request cancelled at once', () => {
+  /** The gateway over one fault server, with every message the client sends recorded. */
+  async function recordedGateway() {
+    const gateway = await startGateway(writeConfig({
+      discovery: { servers: [{ name: 'fault', connection: { command: process.execPath, args: [faults, '--slow-tool'] } }] },
+    }));
+    const sent = [];
+    const send = gateway.transport.send.bind(gateway.transport);
+    gateway.transport.send = (message, options) => {
+      sent.push(message);
+      return send(message, options);
+    };
+    const errors = [];
+    gateway.client.onerror = (error) => errors.push(error);
+    return { ...gateway, sent, errors };
+  }
+
+  const execute = (client, tool, args, options) =>
+    client.callTool({ name: 'execute_tool', arguments: { server: 'fault', tool, arguments: args } }, undefined, options);
+
+  /**
+   * `execute_tool` aborted once `ready()` resolves (at once by default: in the tick it is
+   * sent), then searches and listings sent together.
+   */
+  async function cancelled(gateway, tool, args, ready = () => {}) {
+    const controller = new AbortController();
+    const call_ = execute(gateway.client, tool, args, { signal: controller.signal }).then(
+      (result) => ({ result }),
+      (error) => ({ error }),
+    );
+    await ready();
+    controller.abort(new Error('changed my mind'));
+    const started = performance.now();
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2
+      ? call(gateway.client, 'list_tools', { server: 'fault' })
+      : call(gateway.client, 'search_tools', { query: 'echo a message back' }))));
+    const elapsed = performance.now() - started;
+    const outcome = await call_;
+    assert.match(String(outcome.error), /changed my mind/, JSON.stringify(outcome.result));
+    // The request went out, and its cancellation after it.
+    const at = gateway.sent.findIndex((m) => m.method === 'tools/call' && m.params.arguments.tool === tool);
+    assert.ok(at >= 0, 'the execute_tool request was sent');
+    const cancel = gateway.sent.find((m) => m.method === 'notifications/cancelled');
+    assert.equal(cancel?.params.requestId, gateway.sent[at].id);
+    return { answers, elapsed };
+  }
+
+  const counts = async (client) => JSON.parse((await execute(client, 'count', {})).content[0].text);
+
+  /** What the fault server recorded, once `done(events)` holds (or after ~2 s). */
+  async function serverEvents(client, done) {
+    let events = [];
+    for (let i = 0; i < 40 && !done(events); i++) {
+      events = JSON.parse((await execute(client, 'events', {})).content[0].text);
+      if (!done(events)) await new Promise((r) => setTimeout(r, 50));
+    }
+    return events;
+  }
+
+  /** Each search found the fault server's `echo`, each listing its tools, none held up. */
+  function assertAnswered({ answers, elapsed }) {
+    assert.ok(elapsed < 2000, `searches and listings took ${Math.round(elapsed)} ms`);
+    answers.forEach(({ result, body }, i) => {
+      assert.equal(result.isError, false, JSON.stringify(body));
+      if (i % 2) assert.ok(body.tools.some((t) => t.name === 'hang'), JSON.stringify(body).slice(0, 300));
+      else assert.deepEqual([body.results[0].server, body.results[0].tool], ['fault', 'echo']);
+    });
+  }
+
+  test('cancelled in the tick it is sent: searches go on, nothing stuck, the next call works', async () => {
+    const gateway = await recordedGateway();
+    try {
+      assert.equal((await execute(gateway.client, 'echo', { message: 'warm' })).content[0].text, 'Echo: warm');
+      assertAnswered(await cancelled(gateway, 'hang', {}));
+      const at = gateway.sent.findIndex((m) => m.method === 'tools/call' && m.params.arguments.tool === 'hang');
+      assert.equal(gateway.sent[at + 1]?.method, 'notifications/cancelled', 'the cancellation right behind the call');
+      // Either the gateway dropped the call before sending it on, or the server got it and
+      // its cancellation after it: nothing may be left waiting.
+      if ((await counts(gateway.client)).hang) {
+        const events = await serverEvents(gateway.client, (e) => e.includes('hang:cancelled'));
+        assert.ok(events.includes('hang:cancelled'), `server events: ${events}`);
+      }
+      const after = await execute(gateway.client, 'echo', { message: 'after' });
+      assert.equal(after.content[0].text, 'Echo: after');
+      const { body } = await call(gateway.client, 'list_mcp_servers');
+      assert.equal(body.servers[0].status, 'connected', JSON.stringify(body.servers[0]));
+      assert.deepEqual(gateway.errors, []);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('a server deaf to the cancellation answers late: dropped, and the session goes on', async () => {
+    const gateway = await recordedGateway();
+    try {
+      assert.equal((await execute(gateway.client, 'echo', { message: 'warm' })).content[0].text, 'Echo: warm');
+      const received = async () => {
+        for (let i = 0; i < 100 && !(await counts(gateway.client)).slow; i++) await new Promise((r) => setTimeout(r, 10));
+      };
+      assertAnswered(await cancelled(gateway, 'slow', { ms: 400 }, received));
+      // Calls to the same server meanwhile are answered, not queued behind the deaf one.
+      const during = await execute(gateway.client, 'echo', { message: 'during' });
+      assert.equal(during.content[0].text, 'Echo: during');
+      const events = await serverEvents(gateway.client, (e) => e.some((x) => x.startsWith('slow:answered')));
+      assert.deepEqual(events, ['slow:answered after cancel']);
+      const after = await execute(gateway.client, 'slow', { ms: 10 });
+      assert.equal(after.content[0].text, 'slow done after 10 ms');
+      // The late answer never reached the client (the SDK reports one for an unknown id).
+      assert.deepEqual(gateway.errors, []);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+});

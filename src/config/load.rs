@@ -31,7 +31,7 @@ pub(super) fn zero_config(located: &Located, env: &Environment) -> Config {
         located.looked.join(", ")
     ));
     let all = SourceKind::ALL.map(|kind| SourceSpec { kind, path: None });
-    import_sources(&mut config, &all, env);
+    import_sources(&mut config, &all, env, &mut validate::OnPath::default());
     config
 }
 
@@ -107,15 +107,17 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment) -> Resul
         }
     };
     config.rules = super::validate_section(&section, origin)?;
+    let mut on_path = validate::OnPath::default();
     let checked = validate::launch_checks(
         &section.servers,
         origin,
         &|i| format!("discovery.servers[{i}].connection"),
         &base,
+        &mut on_path,
     );
     config.warnings.extend(checked);
     config.discovery = section;
-    import_sources(&mut config, &sources, env);
+    import_sources(&mut config, &sources, env, &mut on_path);
     Ok(config)
 }
 
@@ -154,7 +156,7 @@ fn parse_sources(section: &DiscoverySection, origin: &str, base: &Path) -> Resul
 
 /// Import each source after the config's own servers; an imported server that fails the
 /// checks of our own servers is skipped with the reason, never failing the whole config.
-fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) {
+fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment, on_path: &mut validate::OnPath) {
     for spec in specs {
         let imported = sources::import(spec, env);
         config.looked.extend(imported.looked);
@@ -177,6 +179,7 @@ fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment) 
                 &at,
                 &|_| "connection".to_owned(),
                 &env.cwd,
+                on_path,
             );
             config.warnings.extend(checked);
             accepted.push((server, from));

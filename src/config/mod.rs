@@ -262,11 +262,12 @@ impl ServerSpec {
             .unwrap_or(DEFAULT_IDLE_TIMEOUT_MS)
     }
 
-    /// Register what this spec holds as secrets of its server as soon as the config is loaded,
-    /// before any launch: a log line or an answer may quote a value before the server starts
-    /// (the model passing a key as an argument, a debug log of it). `${VAR}`s are expanded as
-    /// a launch would; one that cannot be is skipped here, and the launch reports it.
-    pub fn register_secrets(&self) {
+    /// What this spec holds that is a secret of its server, registered as soon as the config
+    /// is loaded, before any launch: a log line or an answer may quote a value before the
+    /// server starts (the model passing a key as an argument, a debug log of it). `${VAR}`s are
+    /// expanded as a launch would; one that cannot be is skipped here, and the launch reports it.
+    #[must_use]
+    pub fn secret_values(&self) -> Vec<String> {
         use crate::secrets::{arg_secrets, setting_secrets_named, url_secrets};
         let conn = &self.connection;
         let expand = |text: &str| expand::expand_env(text).ok();
@@ -295,7 +296,7 @@ impl ServerSpec {
         {
             values.push(secret);
         }
-        crate::secrets::register(&self.name, values);
+        values
     }
 }
 

@@ -90,8 +90,9 @@ impl State {
     }
 
     fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
-        // Secrets are known from the moment a config is, before any server launches or logs.
-        config.servers().iter().for_each(ServerSpec::register_secrets);
+        // Secrets are known from the moment a config is, before any server launches or logs;
+        // in one batch, so the scrubber's automaton is built once, not once per server.
+        crate::secrets::register_all(config.servers().iter().map(|s| (s.name.as_str(), s.secret_values())));
         Self {
             specs: config
                 .servers()
