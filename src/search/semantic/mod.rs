@@ -368,9 +368,20 @@ pub fn jobs_for(catalog: &crate::catalog::Catalog, has: &dyn Fn(u64) -> bool) ->
     jobs
 }
 
+/// The weights package as the host resolved it (see [`set_package_dir`]).
+static PACKAGE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Tell [`locate`] where the weights package is installed. Inside Node the running program is
+/// `node` itself, so its path says nothing about the package: the addon's loader (`index.js`)
+/// resolves the package from its own location, as `require` would, and passes it here.
+pub fn set_package_dir(dir: PathBuf) {
+    *PACKAGE.lock().unwrap_or_else(PoisonError::into_inner) = Some(dir);
+}
+
 /// The model folder to use: `configured` (the config's `search.model`), else
-/// [`MODEL_ENV`], else the weights package next to the running program. `None` when there is
-/// none (and the caller logs one line).
+/// [`MODEL_ENV`], else the weights package next to the main package (as the Node loader
+/// found it, or beside the running program). `None` when there is none (and the caller logs
+/// one line).
 #[must_use]
 pub fn locate(configured: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = configured {
@@ -378,6 +389,10 @@ pub fn locate(configured: Option<&Path>) -> Option<PathBuf> {
     }
     if let Some(dir) = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()) {
         return Some(model_folder(Path::new(&dir)));
+    }
+    if let Some(dir) = PACKAGE.lock().unwrap_or_else(PoisonError::into_inner).as_deref() {
+        // Installed but broken (no model inside) still names it: loading then says what is wrong.
+        return Some(model_folder(dir));
     }
     let exe = std::env::current_exe().ok()?;
     exe.ancestors().skip(1).take(8).find_map(|dir| {
