@@ -2,21 +2,54 @@
 //! underneath; measured fastest here for one short sequence, BENCHMARKS.md "runtime").
 //!
 //! A search embeds its query on up to two threads (it waits for the answer); the background
-//! embedding of tools uses one, so it never takes more than a core from searches and servers.
+//! embedding of tools uses one, so it never takes more than a core from searches and servers,
+//! and it steps aside while a search embeds: its products go a few rows at a time, each
+//! waiting (briefly, boundedly) until no search is embedding, so a search finds both cores.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 thread_local! {
     /// Threads a product on this thread may use (1 on the background thread).
     static THREADS: Cell<usize> = const { Cell::new(2) };
 }
 
-/// Run `f` with products on this thread using one thread only.
+/// Searches embedding their query right now.
+static SEARCHING: AtomicUsize = AtomicUsize::new(0);
+/// Rows of a background product done between two looks at [`SEARCHING`] (a 384 × 1536
+/// product of 16 rows is about half a millisecond on one core here).
+const BACKGROUND_ROWS: usize = 16;
+/// The longest a background product waits for searches at one step: a stream of searches
+/// slows the embedding down, never stops it.
+const MAX_STEP_ASIDE: Duration = Duration::from_millis(30);
+
+/// Run `f` with products on this thread using one thread only, stepping aside for searches.
 pub fn single_threaded<T>(f: impl FnOnce() -> T) -> T {
     let before = THREADS.with(|t| t.replace(1));
     let out = f();
     THREADS.with(|t| t.set(before));
     out
+}
+
+/// Run `f` (a search embedding its query) with background products held back meanwhile.
+pub fn searching<T>(f: impl FnOnce() -> T) -> T {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            SEARCHING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    SEARCHING.fetch_add(1, Ordering::AcqRel);
+    let _done = Done;
+    f()
+}
+
+fn step_aside() {
+    let started = Instant::now();
+    while SEARCHING.load(Ordering::Acquire) > 0 && started.elapsed() < MAX_STEP_ASIDE {
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// `out[n × o] += x[n × i] · wᵀ`, where `w` is `o × i` row-major.
@@ -25,6 +58,23 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
         x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
         "matrix sizes do not match"
     );
+    if THREADS.with(Cell::get) == 1 {
+        // The background: a few rows at a time, letting searches go first.
+        for start in (0..n).step_by(BACKGROUND_ROWS) {
+            let rows = BACKGROUND_ROWS.min(n - start);
+            step_aside();
+            product(
+                &x[start * inputs..],
+                rows,
+                inputs,
+                w,
+                outputs,
+                &mut out[start * outputs..],
+                gemm::Parallelism::None,
+            );
+        }
+        return;
+    }
     let threads = THREADS
         .with(Cell::get)
         .min(std::thread::available_parallelism().map_or(1, usize::from));
@@ -33,6 +83,23 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
     } else {
         gemm::Parallelism::None
     };
+    product(x, n, inputs, w, outputs, out, parallelism);
+}
+
+/// [`matmul_transposed_add`] once sizes are checked.
+fn product(
+    x: &[f32],
+    n: usize,
+    inputs: usize,
+    w: &[f32],
+    outputs: usize,
+    out: &mut [f32],
+    parallelism: gemm::Parallelism,
+) {
+    assert!(
+        x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
+        "matrix sizes do not match"
+    );
     let stride = |v: usize| isize::try_from(v).expect("matrix dimensions fit isize");
     // `unsafe` because gemm takes raw pointers and strides (its safe wrappers need a matrix
     // crate); this one call is the only unsafe code of the tier.

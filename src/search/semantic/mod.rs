@@ -13,6 +13,7 @@
 //!   yields between tools; a search never waits for it: tools without vectors are ranked
 //!   lexically, and the answer says how many are still pending.
 
+mod dense;
 mod kernel;
 pub mod model;
 mod store;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::catalog::ToolEntry;
+pub use dense::Dense;
 pub use model::{Model, ModelError};
 use store::VectorFile;
 
@@ -42,6 +44,9 @@ pub const WAIT_ENV: &str = "ANYGPT_SEMANTIC_WAIT";
 const MAX_DESCRIPTION_CHARS: usize = 1_200;
 /// New vectors between two writes of the cache file.
 const SAVE_EVERY: usize = 512;
+/// Query vectors kept: a client searching the same words again (another server, another
+/// limit, a retry) does not wait for the model twice.
+const RECENT_QUERIES: usize = 32;
 
 /// What the tier is doing, for `list_mcp_servers` and the CLI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +97,10 @@ pub struct Tier {
     status: Mutex<Status>,
     model: OnceLock<Arc<Model>>,
     vectors: RwLock<HashMap<u64, Arc<[f32]>>>,
+    /// Bumped after every vector added: catalogs' [`Dense`] copies know when to look again.
+    generation: std::sync::atomic::AtomicU64,
+    /// The last queries embedded, most recent last.
+    recent: Mutex<std::collections::VecDeque<(String, Arc<[f32]>)>>,
     sources: Mutex<Vec<Source>>,
     /// Set when there may be work; the background thread sleeps on it.
     wake: (Mutex<bool>, Condvar),
@@ -147,6 +156,8 @@ impl Tier {
             status: Mutex::new(Status::Loading),
             model: OnceLock::new(),
             vectors: RwLock::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            recent: Mutex::default(),
             sources: Mutex::default(),
             wake: (Mutex::new(true), Condvar::new()),
             cache,
@@ -188,6 +199,29 @@ impl Tier {
     /// Read access to the vectors by tool key (see [`tool_key`]).
     pub fn vectors(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<[f32]>>> {
         self.vectors.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes whenever a vector is added (see [`Dense`]).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `text` embedded by `model` as a query (background embedding stepping aside meanwhile),
+    /// or from the recent queries when it was one.
+    #[must_use]
+    pub fn embed_query(&self, model: &Model, text: &str) -> Arc<[f32]> {
+        let recent = || self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, vector)) = recent().iter().find(|(seen, _)| seen == text) {
+            return vector.clone();
+        }
+        let vector: Arc<[f32]> = kernel::searching(|| model.embed(text)).into();
+        let mut kept = recent();
+        if kept.len() >= RECENT_QUERIES {
+            kept.pop_front();
+        }
+        kept.push_back((text.to_owned(), vector.clone()));
+        vector
     }
 
     /// Wait until the model is loaded (or failed) and no source has a tool without a vector,
@@ -293,6 +327,7 @@ fn run(tier: &Weak<Tier>) {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(job.key, vector);
+            strong.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             if fresh > 0 && fresh % SAVE_EVERY == 0 {
                 save(file.as_mut());
             }
