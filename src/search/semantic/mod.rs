@@ -690,6 +690,11 @@ mod tests {
         }
         assert!(tier.wait_until_embedded(Duration::from_secs(60)));
         assert!(tier.vectors().contains_key(&key_after));
+        // The catalog's matrix, made by the search above, takes the new vector in.
+        {
+            let snapshot = catalog.read().unwrap();
+            assert_eq!(search_fused(&snapshot, &Query::new("convert"), &tier).pending, 0);
+        }
         // Another process (a fresh file handle) finds every current text in the cache.
         let mut reopened = VectorFile::open(&cache, "tiny-test", HIDDEN);
         let catalog = catalog.read().unwrap();
