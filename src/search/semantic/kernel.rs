@@ -3,8 +3,10 @@
 //!
 //! A search embeds its query on up to two threads (it waits for the answer); the background
 //! embedding of tools uses one, so it never takes more than a core from searches and servers,
-//! and it steps aside while a search embeds: its products go a few rows at a time, each
-//! waiting (briefly, boundedly) until no search is embedding, so a search finds both cores.
+//! and it steps aside while a search embeds: its products go a few rows at a time, and
+//! between two it waits while a search is embedding — never longer than it has worked since
+//! it last waited, so a search finds both cores and a stream of searches at most halves the
+//! embedding's pace instead of stopping it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,6 +15,9 @@ use std::time::{Duration, Instant};
 thread_local! {
     /// Threads a product on this thread may use (1 on the background thread).
     static THREADS: Cell<usize> = const { Cell::new(2) };
+    /// How long the background thread may still wait for searches: the time it has worked
+    /// since it last waited, at most [`MAX_STEP_ASIDE`].
+    static CREDIT: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
 /// Searches embedding their query right now.
@@ -20,8 +25,7 @@ static SEARCHING: AtomicUsize = AtomicUsize::new(0);
 /// Rows of a background product done between two looks at [`SEARCHING`] (a 384 × 1536
 /// product of 16 rows is about half a millisecond on one core here).
 const BACKGROUND_ROWS: usize = 16;
-/// The longest a background product waits for searches at one step: a stream of searches
-/// slows the embedding down, never stops it.
+/// The longest the background waits for searches at once (a query embeds in well under it).
 const MAX_STEP_ASIDE: Duration = Duration::from_millis(30);
 
 /// Run `f` with products on this thread using one thread only, stepping aside for searches.
@@ -45,11 +49,19 @@ pub fn searching<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// On the background thread: wait while a search embeds, within the credit.
 fn step_aside() {
+    let credit = CREDIT.with(Cell::get);
     let started = Instant::now();
-    while SEARCHING.load(Ordering::Acquire) > 0 && started.elapsed() < MAX_STEP_ASIDE {
+    while SEARCHING.load(Ordering::Acquire) > 0 && started.elapsed() < credit {
         std::thread::sleep(Duration::from_micros(200));
     }
+    CREDIT.with(|c| c.set(credit.saturating_sub(started.elapsed())));
+}
+
+/// On the background thread: `worked` more time earns as much waiting.
+fn earn(worked: Duration) {
+    CREDIT.with(|c| c.set((c.get() + worked).min(MAX_STEP_ASIDE)));
 }
 
 /// `out[n × o] += x[n × i] · wᵀ`, where `w` is `o × i` row-major.
@@ -63,6 +75,7 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
         for start in (0..n).step_by(BACKGROUND_ROWS) {
             let rows = BACKGROUND_ROWS.min(n - start);
             step_aside();
+            let started = Instant::now();
             product(
                 &x[start * inputs..],
                 rows,
@@ -72,6 +85,7 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
                 &mut out[start * outputs..],
                 gemm::Parallelism::None,
             );
+            earn(started.elapsed());
         }
         return;
     }
