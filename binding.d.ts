@@ -78,6 +78,11 @@ export declare class DiscoveryEngine {
    * query values, credential arguments) replaced by `***`; `${VAR}` references are kept.
    */
   getConfig(): { discovery: DiscoveryConfig }
+  /**
+   * The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or
+   * `failed`; `detail` is the model's id when on and why when failed.
+   */
+  semanticSearch(): SemanticSearch
   /** Close every session and end every server process (whole process trees). */
   close(): Promise<void>
 }
@@ -191,6 +196,12 @@ export interface SearchResult {
   relevance: number
   tags: Array<string>
   enabled: boolean
+}
+
+/** What `semanticSearch()` answers. */
+export interface SemanticSearch {
+  status: string
+  detail?: string
 }
 
 /** A server behind the engine. */

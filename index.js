@@ -6,6 +6,17 @@
 const binding = require('./binding.js')
 const { configArg, loadConfig, loadJsConfig } = require('./lib/load-config.js')
 
+// The optional semantic-search weights, found as `require` finds a package from here (beside
+// this one): inside Node the engine's own program is `node`, so it cannot look beside itself.
+// The config's `search.model` and ANYGPT_SEARCH_MODEL still come first.
+let modelPackage
+try {
+  modelPackage = require('node:path').dirname(require.resolve('@anygpt/discovery-model-minilm/package.json'))
+} catch {
+  // Not installed: search is lexical.
+}
+if (modelPackage) binding._setModelPackage(modelPackage)
+
 const CODE_PREFIX = /^([A-Z][A-Z_]+): /
 
 function withCode(error) {
@@ -160,8 +171,10 @@ async function runCli(args = process.argv.slice(2)) {
   }
 }
 
+const { _setModelPackage, ...exported } = binding
+
 module.exports = {
-  ...binding,
+  ...exported,
   runCli,
   DiscoveryEngine,
   defineConfig,

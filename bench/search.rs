@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{catalog_text, dev_queries, percentiles, time_engine};
 use discovery::catalog::file;
-use discovery::engine::{Engine, SearchRequest};
+use discovery::engine::Engine;
 use discovery::search::index::Index;
 use discovery::search::{self, IndexedCatalog, Query};
 
@@ -50,6 +51,9 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.realloc(ptr, layout, new_size) }
     }
 }
+
+#[path = "common.rs"]
+mod common;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -81,39 +85,20 @@ fn main() {
         let (index_bytes, build) = index_heap(&catalog);
         let direct = time_direct(&catalog, &queries);
         let engine = Engine::from_catalog(catalog);
-        let through_engine = runtime.block_on(time_engine(&engine, &queries));
+        let through_engine = runtime.block_on(time_engine(&engine, &queries, PASSES));
         println!(
             "| {tools} | {:.1} MB | {:.1} MB | {:.0} ms | {} | {} |",
             mb(index_bytes),
             mb(catalog_bytes),
             build.as_secs_f64() * 1_000.0,
-            percentiles(through_engine),
-            percentiles(direct),
+            percentiles(through_engine, 3),
+            percentiles(direct, 3),
         );
     }
     println!(
         "\n{} queries (every dev set), {PASSES} timed passes each, one thread.",
         queries.len()
     );
-}
-
-/// The first `tools` catalog lines, repeating the file under renamed servers as needed.
-fn catalog_text(lines: &[&str], tools: usize) -> String {
-    let mut out = String::new();
-    for i in 0..tools {
-        let copy = i / lines.len();
-        let line = lines[i % lines.len()];
-        if copy == 0 {
-            out.push_str(line);
-        } else {
-            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
-            let server = format!("{}-copy{copy}", value["server"].as_str().unwrap());
-            value["server"] = server.into();
-            out.push_str(&value.to_string());
-        }
-        out.push('\n');
-    }
-    out
 }
 
 /// Heap held by an index over `catalog`'s tools alone, and how long building it took.
@@ -152,60 +137,6 @@ fn time_direct(catalog: &IndexedCatalog, queries: &[String]) -> Vec<Duration> {
         }
     }
     times
-}
-
-async fn time_engine(engine: &Engine, queries: &[String]) -> Vec<Duration> {
-    let mut times = Vec::new();
-    for pass in 0..=PASSES {
-        for text in queries {
-            let request = SearchRequest {
-                query: text.clone(),
-                server: None,
-                limit: Some(10),
-                include_disabled: false,
-            };
-            let start = Instant::now();
-            let response = engine.search(&request).await;
-            let took = start.elapsed();
-            std::hint::black_box(response.ok());
-            if pass > 0 {
-                times.push(took);
-            }
-        }
-    }
-    times
-}
-
-fn dev_queries(dir: &Path) -> Vec<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|path| {
-            std::fs::read_to_string(path)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| {
-                    let value: serde_json::Value = serde_json::from_str(l).unwrap();
-                    value["query"].as_str().unwrap().to_owned()
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn percentiles(mut times: Vec<Duration>) -> String {
-    times.sort_unstable();
-    let at = |pct: usize| {
-        let rank = (times.len() * pct).div_ceil(100).clamp(1, times.len());
-        times[rank - 1].as_secs_f64() * 1_000.0
-    };
-    format!("{:.3} / {:.3} ms", at(50), at(99))
 }
 
 #[expect(clippy::cast_precision_loss, reason = "byte counts far below 2^52")]

@@ -10,16 +10,20 @@
 //! The catalog is `catalogs/combined.jsonl` repeated under renamed servers up to 10,000 tools
 //! (as `bench/search.rs` builds it), with a fresh, empty vector cache, so every tool is
 //! embedded. Every development query goes through `Engine::search` (the `search_tools` path) in
-//! a loop while the background thread embeds, then in timed passes once it is done.
+//! a loop while the background thread embeds, then in timed passes (after one warm-up pass) once it is done.
 
 #![expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::{catalog_text, dev_queries, percentiles, request, time_engine};
 use discovery::catalog::file;
-use discovery::engine::{Engine, SearchRequest};
+use discovery::engine::Engine;
 use discovery::search::IndexedCatalog;
+
+#[path = "common.rs"]
+mod common;
 
 const TOOLS: usize = 10_000;
 const PASSES: usize = 2;
@@ -79,17 +83,7 @@ fn main() {
         (during, started.elapsed(), rss_model.unwrap_or_default())
     });
     let rss_vectors = rss_kb();
-    let after = runtime.block_on(async {
-        let mut times = Vec::new();
-        for _ in 0..PASSES {
-            for text in &queries {
-                let start = Instant::now();
-                std::hint::black_box(engine.search(&request(text)).await.unwrap());
-                times.push(start.elapsed());
-            }
-        }
-        times
-    });
+    let after = runtime.block_on(time_engine(&engine, &queries, PASSES));
     if kept.is_none() {
         let _ = std::fs::remove_dir_all(&cache);
     }
@@ -98,25 +92,16 @@ fn main() {
     println!(
         "| {TOOLS} | {:.0} s | {} ({} searches) | {} | +{:.0} MB | +{:.0} MB |",
         embed_time.as_secs_f64(),
-        percentiles(during.clone()),
+        percentiles(during.clone(), 2),
         during.len(),
-        percentiles(after),
+        percentiles(after, 2),
         kb_to_mb(rss_model.saturating_sub(rss_catalog)),
         kb_to_mb(rss_vectors.saturating_sub(rss_model)),
     );
     println!(
-        "\n{} queries (every dev set); {PASSES} timed passes after embedding.",
+        "\n{} queries (every dev set); one warm-up and {PASSES} timed passes after embedding.",
         queries.len()
     );
-}
-
-fn request(text: &str) -> SearchRequest {
-    SearchRequest {
-        query: text.to_owned(),
-        server: None,
-        limit: Some(10),
-        include_disabled: false,
-    }
 }
 
 /// Resident memory of this process (Linux), in kB.
@@ -135,58 +120,4 @@ fn rss_kb() -> u64 {
 #[expect(clippy::cast_precision_loss, reason = "memory sizes far below 2^52")]
 fn kb_to_mb(kb: u64) -> f64 {
     kb as f64 / 1_000.0
-}
-
-/// The first `tools` catalog lines, repeating the file under renamed servers as needed.
-fn catalog_text(lines: &[&str], tools: usize) -> String {
-    let mut out = String::new();
-    for i in 0..tools {
-        let copy = i / lines.len();
-        let line = lines[i % lines.len()];
-        if copy == 0 {
-            out.push_str(line);
-        } else {
-            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
-            let server = format!("{}-copy{copy}", value["server"].as_str().unwrap());
-            value["server"] = server.into();
-            out.push_str(&value.to_string());
-        }
-        out.push('\n');
-    }
-    out
-}
-
-fn dev_queries(dir: &Path) -> Vec<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|path| {
-            std::fs::read_to_string(path)
-                .unwrap()
-                .lines()
-                .filter(|l| !l.trim().is_empty())
-                .map(|l| {
-                    let value: serde_json::Value = serde_json::from_str(l).unwrap();
-                    value["query"].as_str().unwrap().to_owned()
-                })
-                .collect::<Vec<_>>()
-        })
-        .collect()
-}
-
-fn percentiles(mut times: Vec<Duration>) -> String {
-    if times.is_empty() {
-        return "—".into();
-    }
-    times.sort_unstable();
-    let at = |pct: usize| {
-        let rank = (times.len() * pct).div_ceil(100).clamp(1, times.len());
-        times[rank - 1].as_secs_f64() * 1_000.0
-    };
-    format!("{:.2} / {:.2} ms", at(50), at(99))
 }

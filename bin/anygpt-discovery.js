@@ -16,18 +16,6 @@ try {
   process.exit(1)
 }
 
-// The optional semantic-search weights, when installed beside this package: the engine runs
-// inside Node here, so it cannot find them from its own path; tell it where they are.
-if (!process.env.ANYGPT_SEARCH_MODEL) {
-  try {
-    process.env.ANYGPT_SEARCH_MODEL = require('node:path').dirname(
-      require.resolve('@anygpt/discovery-model-minilm/package.json'),
-    )
-  } catch {
-    // Not installed: search is lexical.
-  }
-}
-
 addon.runCli(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error) => {

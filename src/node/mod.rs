@@ -445,11 +445,36 @@ impl JsDiscoveryEngine {
         self.engine.config()
     }
 
+    /// The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or
+    /// `failed`; `detail` is the model's id when on and why when failed.
+    #[napi]
+    #[must_use]
+    pub fn semantic_search(&self) -> SemanticSearch {
+        let (status, detail) = self.engine.semantic_status();
+        SemanticSearch { status, detail }
+    }
+
     /// Close every session and end every server process (whole process trees).
     #[napi]
     pub async fn close(&self) {
         self.engine.close().await;
     }
+}
+
+/// What `semanticSearch()` answers.
+#[napi(object)]
+pub struct SemanticSearch {
+    pub status: String,
+    pub detail: Option<String>,
+}
+
+/// Where the optional weights package `@anygpt/discovery-model-minilm` is installed, as
+/// index.js resolved it from its own location (inside Node the running program is `node`, so
+/// the engine cannot look beside itself). Engines created afterwards use it when neither
+/// `search.model` nor `ANYGPT_SEARCH_MODEL` names a model.
+#[napi(js_name = "_setModelPackage", skip_typescript)]
+pub fn set_model_package(dir: String) {
+    crate::search::semantic::set_package_dir(dir.into());
 }
 
 /// Whether `name` matches `patterns` with the toolRules semantics (glob, `/regex/flags`,

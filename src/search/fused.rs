@@ -9,13 +9,8 @@
 //! name, and the same query over the same vectors gives the same order. The weights and why
 //! they are what they are: BENCHMARKS.md, "Semantic tier".
 
-use std::collections::HashMap;
-
-use super::semantic::{self, model::dot, Tier};
-use super::{
-    exact_matches, rank_with, resolve, Filter, Hit, IndexedCatalog, Query, DEPRECATED_FACTOR, MIN_RELEVANCE,
-    RELATIVE_FLOOR,
-};
+use super::semantic::Tier;
+use super::{open, rank_with, Hit, IndexedCatalog, Opening, Query, DEPRECATED_FACTOR, MIN_RELEVANCE, RELATIVE_FLOOR};
 use crate::catalog::ToolEntry;
 
 /// Lexical hits considered for fusion (the best ones; the rest count as relevance 0).
@@ -48,59 +43,64 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
             pending: in_scope(catalog, query).count(),
         };
     };
-    let index = catalog.index();
-    let filter = Filter {
-        server: query.server,
-        include_disabled: query.include_disabled,
-    };
-    let text = query.text.trim();
-    let exact = exact_matches(index, text, filter);
-    let mut hits: Vec<Hit<'a>> = exact
-        .iter()
-        .filter_map(|&(server, name, position)| resolve(catalog, server, name, position))
-        .map(|entry| Hit { entry, relevance: 1.0 })
-        .collect();
-    if hits.len() >= query.limit {
-        hits.truncate(query.limit);
+    let Opening {
+        filter,
+        text,
+        exact,
+        mut hits,
+    } = open(catalog, query);
+    let room = query.limit - hits.len();
+    if room == 0 {
         return Fused { hits, pending: 0 };
     }
-    let lexical: HashMap<(&str, usize), f64> = rank_with(index, text, filter, LEXICAL_POOL, 0.0)
-        .into_iter()
-        .map(|(doc, relevance)| ((doc.server, doc.position), relevance))
-        .collect();
-    let confidence = lexical.values().copied().fold(0.0, f64::max);
-    let weight = fusion_weight(text, confidence);
-    let wanted = model.embed(text);
-    let vectors = tier.vectors();
+    let dense = catalog.dense_vectors(tier, model.id(), model.dimensions());
+    let dense = dense.as_ref().expect("dense_vectors always makes the matrix");
+    // Lexical relevance by row; 0 for the tools it did not match.
+    let mut lexical = vec![0.0f64; dense.len()];
+    let mut confidence: Option<f64> = None;
+    for (doc, relevance) in rank_with(catalog.index(), text, filter, LEXICAL_POOL, 0.0) {
+        if let Some(first) = dense.first_row(doc.server) {
+            lexical[first + doc.position] = relevance;
+        }
+        confidence = Some(confidence.unwrap_or(0.0).max(relevance));
+    }
+    let weight = fusion_weight(text, confidence.unwrap_or(0.0));
+    let cosines = dense.cosines(&tier.embed_query(model, text));
     let mut pending = 0;
     let mut best_cosine = f32::MIN;
     let mut scored: Vec<Hit<'a>> = Vec::new();
-    for (server, position, entry) in in_scope(catalog, query) {
-        if exact.iter().any(|&(s, _, p)| s == server && p == position) {
+    let servers = catalog
+        .server_names()
+        .filter(|server| query.server.is_none_or(|only| only == *server));
+    for server in servers {
+        let (Some(first), Some(tools)) = (dense.first_row(server), catalog.server_tools(server)) else {
             continue;
-        }
-        let relevance = lexical.get(&(server, position)).copied().unwrap_or(0.0);
-        let vector = vectors.get(&semantic::tool_key(semantic::server_hash(server), entry));
-        let score = if let Some(vector) = vector {
-            let cosine = dot(&wanted, vector);
-            best_cosine = best_cosine.max(cosine);
-            weight * f64::from(cosine.max(0.0)) + (1.0 - weight) * relevance
-        } else {
-            pending += 1;
-            relevance
         };
-        if score > 0.0 {
-            scored.push(Hit {
-                entry,
-                relevance: score,
-            });
+        for (position, entry) in tools.iter().enumerate() {
+            if !(query.include_disabled || entry.enabled) || exact.iter().any(|&(s, _, p)| s == server && p == position)
+            {
+                continue;
+            }
+            let row = first + position;
+            let score = if dense.has(row) {
+                best_cosine = best_cosine.max(cosines[row]);
+                weight * f64::from(cosines[row].max(0.0)) + (1.0 - weight) * lexical[row]
+            } else {
+                pending += 1;
+                lexical[row]
+            };
+            if score > 0.0 {
+                scored.push(Hit {
+                    entry,
+                    relevance: score,
+                });
+            }
         }
     }
-    drop(vectors);
     if pending > 0 {
         tier.wake();
     }
-    if lexical.is_empty() && best_cosine < MIN_COSINE {
+    if confidence.is_none() && best_cosine < MIN_COSINE {
         return Fused { hits, pending };
     }
     let top = scored.iter().map(|h| h.relevance).fold(0.0, f64::max);
@@ -112,7 +112,6 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
             .then_with(|| a.entry.server.cmp(&b.entry.server))
             .then_with(|| a.entry.name().cmp(b.entry.name()))
     };
-    let room = query.limit - hits.len();
     // Deprecation is read from descriptions: only for the few that can make the answer.
     let wanted = room + super::DEPRECATION_LOOKAHEAD;
     if scored.len() > wanted {

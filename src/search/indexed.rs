@@ -6,10 +6,12 @@
 //! `Deref`, so callers that only read tools need not know an index exists.
 
 use std::ops::Deref;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use rmcp::model::Tool;
 
 use super::index::{Batch, Index};
+use super::semantic::{Dense, Tier};
 use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::rules::RuleSet;
 
@@ -18,6 +20,9 @@ use crate::rules::RuleSet;
 pub struct IndexedCatalog {
     catalog: Catalog,
     index: Index,
+    /// The semantic tier's vectors of these tools as one matrix: made by the first fused
+    /// search, dropped by every change.
+    dense: DenseCell,
 }
 
 impl IndexedCatalog {
@@ -40,12 +45,14 @@ impl IndexedCatalog {
     /// Change `server`'s entries in place without re-indexing: for trust marks only (see
     /// [`Catalog::annotate`]).
     pub fn annotate(&mut self, server: &str, f: impl FnMut(&mut crate::catalog::ToolEntry)) {
+        self.dense = DenseCell::default();
         self.catalog.annotate(server, f);
     }
 
     /// Change many servers' tools with the index's postings written once, when the returned
     /// batch is dropped (loading hundreds of snapshots at startup).
     pub fn batch(&mut self) -> CatalogBatch<'_> {
+        self.dense = DenseCell::default();
         CatalogBatch {
             catalog: &mut self.catalog,
             index: self.index.batch(),
@@ -54,6 +61,7 @@ impl IndexedCatalog {
 
     /// Forget `server`'s tools and its documents.
     pub fn remove_server(&mut self, server: &str) {
+        self.dense = DenseCell::default();
         self.catalog.remove_server(server);
         self.index.remove_server(server);
     }
@@ -64,7 +72,29 @@ impl IndexedCatalog {
         &self.index
     }
 
+    /// The vectors `tier` has for these tools, made by `model`, as one matrix brought up to
+    /// date with the tier (always `Some`).
+    pub fn dense_vectors(&self, tier: &Tier, model: &str, dimensions: usize) -> RwLockReadGuard<'_, Option<Dense>> {
+        let cell = &self.dense.0;
+        let current = cell.read().unwrap_or_else(PoisonError::into_inner);
+        if current.as_ref().is_some_and(|dense| dense.is_current(tier, model)) {
+            return current;
+        }
+        drop(current);
+        {
+            let mut stale = cell.write().unwrap_or_else(PoisonError::into_inner);
+            match stale.as_mut() {
+                // Another search may have brought it up to date while this one waited.
+                Some(dense) if dense.is_current(tier, model) => {}
+                Some(dense) if dense.is_of(model) => dense.fill(tier),
+                _ => *stale = Some(Dense::build(&self.catalog, tier, model, dimensions)),
+            }
+        }
+        cell.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn reindex(&mut self, server: &str) {
+        self.dense = DenseCell::default();
         let tools = self.catalog.server_tools(server).unwrap_or_default();
         self.index.set_server(server, self.catalog.description(server), tools);
     }
@@ -97,6 +127,7 @@ impl From<Catalog> for IndexedCatalog {
         let mut indexed = Self {
             catalog,
             index: Index::default(),
+            dense: DenseCell::default(),
         };
         let mut batch = indexed.index.batch();
         for server in indexed.catalog.server_names() {
@@ -108,6 +139,23 @@ impl From<Catalog> for IndexedCatalog {
         }
         drop(batch);
         indexed
+    }
+}
+
+/// A lock around the matrix that a clone does not share (a clone is a catalog that may
+/// change on its own: it makes its own).
+#[derive(Default)]
+struct DenseCell(RwLock<Option<Dense>>);
+
+impl Clone for DenseCell {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl std::fmt::Debug for DenseCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DenseCell")
     }
 }
 

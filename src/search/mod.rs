@@ -89,25 +89,19 @@ impl<'q> Query<'q> {
 /// Rank the catalog for `query`: exact names first, then ranked hits above [`MIN_RELEVANCE`].
 #[must_use]
 pub fn search<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> Vec<Hit<'a>> {
-    let index = catalog.index();
-    let filter = Filter {
-        server: query.server,
-        include_disabled: query.include_disabled,
-    };
-    let text = query.text.trim();
-    let exact = exact_matches(index, text, filter);
-    let mut hits: Vec<Hit<'a>> = exact
-        .iter()
-        .filter_map(|&(server, name, position)| resolve(catalog, server, name, position))
-        .map(|entry| Hit { entry, relevance: 1.0 })
-        .collect();
-    if hits.len() >= query.limit {
-        hits.truncate(query.limit);
+    let Opening {
+        filter,
+        text,
+        exact,
+        mut hits,
+    } = open(catalog, query);
+    let room = query.limit - hits.len();
+    if room == 0 {
         return hits;
     }
     // A few more than needed: a deprecated hit moved down lets the next one in.
-    let wanted = query.limit - hits.len() + exact.len() + DEPRECATION_LOOKAHEAD;
-    let mut ranked: Vec<Hit<'a>> = rank(index, text, filter, wanted)
+    let wanted = room + exact.len() + DEPRECATION_LOOKAHEAD;
+    let mut ranked: Vec<Hit<'a>> = rank(catalog.index(), text, filter, wanted)
         .into_iter()
         .filter(|(doc, _)| !exact.contains(&(doc.server, doc.name, doc.position)))
         .filter_map(|(doc, relevance)| {
@@ -115,9 +109,40 @@ pub fn search<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> Vec<Hit<'a>
         })
         .collect();
     demote_deprecated(&mut ranked);
-    ranked.truncate(query.limit - hits.len());
+    ranked.truncate(room);
     hits.extend(ranked);
     hits
+}
+
+/// What every search starts with (lexical or fused): the filter, the trimmed text, and the
+/// tools it names exactly, first with relevance 1 and cut to the limit.
+struct Opening<'a, 'q> {
+    filter: Filter<'q>,
+    text: &'q str,
+    /// The exact names as `(server, name, position)`, for leaving them out of ranked hits.
+    exact: Vec<(&'a str, &'a str, usize)>,
+    hits: Vec<Hit<'a>>,
+}
+
+fn open<'a, 'q>(catalog: &'a IndexedCatalog, query: &Query<'q>) -> Opening<'a, 'q> {
+    let filter = Filter {
+        server: query.server,
+        include_disabled: query.include_disabled,
+    };
+    let text = query.text.trim();
+    let exact = exact_matches(catalog.index(), text, filter);
+    let mut hits: Vec<Hit<'a>> = exact
+        .iter()
+        .filter_map(|&(server, name, position)| resolve(catalog, server, name, position))
+        .map(|entry| Hit { entry, relevance: 1.0 })
+        .collect();
+    hits.truncate(query.limit);
+    Opening {
+        filter,
+        text,
+        exact,
+        hits,
+    }
 }
 
 /// Hits ranked beyond the limit that a deprecated hit's demotion may bring in.

@@ -2,21 +2,66 @@
 //! underneath; measured fastest here for one short sequence, BENCHMARKS.md "runtime").
 //!
 //! A search embeds its query on up to two threads (it waits for the answer); the background
-//! embedding of tools uses one, so it never takes more than a core from searches and servers.
+//! embedding of tools uses one, so it never takes more than a core from searches and servers,
+//! and it steps aside while a search embeds: its products go a few rows at a time, and
+//! between two it waits while a search is embedding — never longer than it has worked since
+//! it last waited, so a search finds both cores and a stream of searches at most halves the
+//! embedding's pace instead of stopping it.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 thread_local! {
     /// Threads a product on this thread may use (1 on the background thread).
     static THREADS: Cell<usize> = const { Cell::new(2) };
+    /// How long the background thread may still wait for searches: the time it has worked
+    /// since it last waited, at most [`MAX_STEP_ASIDE`].
+    static CREDIT: Cell<Duration> = const { Cell::new(Duration::ZERO) };
 }
 
-/// Run `f` with products on this thread using one thread only.
+/// Searches embedding their query right now.
+static SEARCHING: AtomicUsize = AtomicUsize::new(0);
+/// Rows of a background product done between two looks at [`SEARCHING`] (a 384 × 1536
+/// product of 16 rows is about half a millisecond on one core here).
+const BACKGROUND_ROWS: usize = 16;
+/// The longest the background waits for searches at once (a query embeds in well under it).
+const MAX_STEP_ASIDE: Duration = Duration::from_millis(30);
+
+/// Run `f` with products on this thread using one thread only, stepping aside for searches.
 pub fn single_threaded<T>(f: impl FnOnce() -> T) -> T {
     let before = THREADS.with(|t| t.replace(1));
     let out = f();
     THREADS.with(|t| t.set(before));
     out
+}
+
+/// Run `f` (a search embedding its query) with background products held back meanwhile.
+pub fn searching<T>(f: impl FnOnce() -> T) -> T {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            SEARCHING.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    SEARCHING.fetch_add(1, Ordering::AcqRel);
+    let _done = Done;
+    f()
+}
+
+/// On the background thread: wait while a search embeds, within the credit.
+fn step_aside() {
+    let credit = CREDIT.with(Cell::get);
+    let started = Instant::now();
+    while SEARCHING.load(Ordering::Acquire) > 0 && started.elapsed() < credit {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    CREDIT.with(|c| c.set(credit.saturating_sub(started.elapsed())));
+}
+
+/// On the background thread: `worked` more time earns as much waiting.
+fn earn(worked: Duration) {
+    CREDIT.with(|c| c.set((c.get() + worked).min(MAX_STEP_ASIDE)));
 }
 
 /// `out[n × o] += x[n × i] · wᵀ`, where `w` is `o × i` row-major.
@@ -25,6 +70,25 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
         x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
         "matrix sizes do not match"
     );
+    if THREADS.with(Cell::get) == 1 {
+        // The background: a few rows at a time, letting searches go first.
+        for start in (0..n).step_by(BACKGROUND_ROWS) {
+            let rows = BACKGROUND_ROWS.min(n - start);
+            step_aside();
+            let started = Instant::now();
+            product(
+                &x[start * inputs..],
+                rows,
+                inputs,
+                w,
+                outputs,
+                &mut out[start * outputs..],
+                gemm::Parallelism::None,
+            );
+            earn(started.elapsed());
+        }
+        return;
+    }
     let threads = THREADS
         .with(Cell::get)
         .min(std::thread::available_parallelism().map_or(1, usize::from));
@@ -33,6 +97,23 @@ pub fn matmul_transposed_add(x: &[f32], n: usize, inputs: usize, w: &[f32], outp
     } else {
         gemm::Parallelism::None
     };
+    product(x, n, inputs, w, outputs, out, parallelism);
+}
+
+/// [`matmul_transposed_add`] once sizes are checked.
+fn product(
+    x: &[f32],
+    n: usize,
+    inputs: usize,
+    w: &[f32],
+    outputs: usize,
+    out: &mut [f32],
+    parallelism: gemm::Parallelism,
+) {
+    assert!(
+        x.len() >= n * inputs && w.len() >= outputs * inputs && out.len() >= n * outputs,
+        "matrix sizes do not match"
+    );
     let stride = |v: usize| isize::try_from(v).expect("matrix dimensions fit isize");
     // `unsafe` because gemm takes raw pointers and strides (its safe wrappers need a matrix
     // crate); this one call is the only unsafe code of the tier.

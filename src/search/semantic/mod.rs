@@ -13,6 +13,7 @@
 //!   yields between tools; a search never waits for it: tools without vectors are ranked
 //!   lexically, and the answer says how many are still pending.
 
+mod dense;
 mod kernel;
 pub mod model;
 mod store;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::catalog::ToolEntry;
+pub use dense::Dense;
 pub use model::{Model, ModelError};
 use store::VectorFile;
 
@@ -42,6 +44,9 @@ pub const WAIT_ENV: &str = "ANYGPT_SEMANTIC_WAIT";
 const MAX_DESCRIPTION_CHARS: usize = 1_200;
 /// New vectors between two writes of the cache file.
 const SAVE_EVERY: usize = 512;
+/// Query vectors kept: a client searching the same words again (another server, another
+/// limit, a retry) does not wait for the model twice.
+const RECENT_QUERIES: usize = 32;
 
 /// What the tier is doing, for `list_mcp_servers` and the CLI.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +97,10 @@ pub struct Tier {
     status: Mutex<Status>,
     model: OnceLock<Arc<Model>>,
     vectors: RwLock<HashMap<u64, Arc<[f32]>>>,
+    /// Bumped after every vector added: catalogs' [`Dense`] copies know when to look again.
+    generation: std::sync::atomic::AtomicU64,
+    /// The last queries embedded, most recent last.
+    recent: Mutex<std::collections::VecDeque<(String, Arc<[f32]>)>>,
     sources: Mutex<Vec<Source>>,
     /// Set when there may be work; the background thread sleeps on it.
     wake: (Mutex<bool>, Condvar),
@@ -147,6 +156,8 @@ impl Tier {
             status: Mutex::new(Status::Loading),
             model: OnceLock::new(),
             vectors: RwLock::default(),
+            generation: std::sync::atomic::AtomicU64::new(0),
+            recent: Mutex::default(),
             sources: Mutex::default(),
             wake: (Mutex::new(true), Condvar::new()),
             cache,
@@ -188,6 +199,29 @@ impl Tier {
     /// Read access to the vectors by tool key (see [`tool_key`]).
     pub fn vectors(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u64, Arc<[f32]>>> {
         self.vectors.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Changes whenever a vector is added (see [`Dense`]).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// `text` embedded by `model` as a query (background embedding stepping aside meanwhile),
+    /// or from the recent queries when it was one.
+    #[must_use]
+    pub fn embed_query(&self, model: &Model, text: &str) -> Arc<[f32]> {
+        let recent = || self.recent.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, vector)) = recent().iter().find(|(seen, _)| seen == text) {
+            return vector.clone();
+        }
+        let vector: Arc<[f32]> = kernel::searching(|| model.embed(text)).into();
+        let mut kept = recent();
+        if kept.len() >= RECENT_QUERIES {
+            kept.pop_front();
+        }
+        kept.push_back((text.to_owned(), vector.clone()));
+        vector
     }
 
     /// Wait until the model is loaded (or failed) and no source has a tool without a vector,
@@ -293,6 +327,7 @@ fn run(tier: &Weak<Tier>) {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(job.key, vector);
+            strong.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             if fresh > 0 && fresh % SAVE_EVERY == 0 {
                 save(file.as_mut());
             }
@@ -368,9 +403,20 @@ pub fn jobs_for(catalog: &crate::catalog::Catalog, has: &dyn Fn(u64) -> bool) ->
     jobs
 }
 
+/// The weights package as the host resolved it (see [`set_package_dir`]).
+static PACKAGE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Tell [`locate`] where the weights package is installed. Inside Node the running program is
+/// `node` itself, so its path says nothing about the package: the addon's loader (`index.js`)
+/// resolves the package from its own location, as `require` would, and passes it here.
+pub fn set_package_dir(dir: PathBuf) {
+    *PACKAGE.lock().unwrap_or_else(PoisonError::into_inner) = Some(dir);
+}
+
 /// The model folder to use: `configured` (the config's `search.model`), else
-/// [`MODEL_ENV`], else the weights package next to the running program. `None` when there is
-/// none (and the caller logs one line).
+/// [`MODEL_ENV`], else the weights package next to the main package (as the Node loader
+/// found it, or beside the running program). `None` when there is none (and the caller logs
+/// one line).
 #[must_use]
 pub fn locate(configured: Option<&Path>) -> Option<PathBuf> {
     if let Some(dir) = configured {
@@ -378,6 +424,10 @@ pub fn locate(configured: Option<&Path>) -> Option<PathBuf> {
     }
     if let Some(dir) = std::env::var_os(MODEL_ENV).filter(|v| !v.is_empty()) {
         return Some(model_folder(Path::new(&dir)));
+    }
+    if let Some(dir) = PACKAGE.lock().unwrap_or_else(PoisonError::into_inner).as_deref() {
+        // Installed but broken (no model inside) still names it: loading then says what is wrong.
+        return Some(model_folder(dir));
     }
     let exe = std::env::current_exe().ok()?;
     exe.ancestors().skip(1).take(8).find_map(|dir| {
@@ -640,6 +690,11 @@ mod tests {
         }
         assert!(tier.wait_until_embedded(Duration::from_secs(60)));
         assert!(tier.vectors().contains_key(&key_after));
+        // The catalog's matrix, made by the search above, takes the new vector in.
+        {
+            let snapshot = catalog.read().unwrap();
+            assert_eq!(search_fused(&snapshot, &Query::new("convert"), &tier).pending, 0);
+        }
         // Another process (a fresh file handle) finds every current text in the cache.
         let mut reopened = VectorFile::open(&cache, "tiny-test", HIDDEN);
         let catalog = catalog.read().unwrap();
