@@ -476,7 +476,7 @@ impl std::io::Write for ScrubbedStderr {
         let text = String::from_utf8_lossy(&self.0);
         let text = crate::engine::scrub_secrets(&text);
         // Above a CLI command's progress indicator, not through it.
-        let written = progress::suspended(|| {
+        let written = output::suspended(|| {
             let mut stderr = std::io::stderr().lock();
             stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush())
         });

@@ -2,7 +2,7 @@
 //! still starting, then one line per server (`✓ name N tools` / `✗ name reason`). Only on a
 //! terminal (`Ui::interactive`); piped, quiet or under `NO_COLOR` nothing is drawn.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -13,19 +13,6 @@ use super::output::{self, Ui};
 use crate::engine::{Engine, ServerInfo};
 
 const TICK: Duration = Duration::from_millis(80);
-
-/// The bar on screen, if any: log lines written meanwhile go above it (`suspended`) instead
-/// of through the middle of it.
-static ON_SCREEN: Mutex<Option<ProgressBar>> = Mutex::new(None);
-
-/// Run `write` (a write to stderr) with the indicator cleared and redrawn after.
-pub fn suspended<T>(write: impl FnOnce() -> T) -> T {
-    let bar = ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    match bar {
-        Some(bar) => bar.suspend(write),
-        None => write(),
-    }
-}
 
 /// What a command reports about its servers on stderr: on a terminal a spinner, then one
 /// line per server; piped, one line per server that failed (once: the supervisor's own
@@ -97,7 +84,7 @@ impl Progress {
         let drawn = running.drawn.is_some();
         if let Some((bar, updater)) = running.drawn {
             updater.abort();
-            ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner).take();
+            output::show_indicator(None);
             bar.finish_and_clear();
         } else if running.only.is_some() {
             return;
@@ -128,7 +115,7 @@ fn spin(engine: &Engine, ui: &Ui, only: Option<&str>) -> (ProgressBar, tokio::ta
     );
     bar.enable_steady_tick(TICK);
     bar.set_message("connecting servers…");
-    *ON_SCREEN.lock().unwrap_or_else(PoisonError::into_inner) = Some(bar.clone());
+    output::show_indicator(Some(bar.clone()));
     let updater = tokio::spawn({
         let (bar, engine, only) = (bar.clone(), engine.clone(), only.map(str::to_owned));
         async move {

@@ -10,16 +10,37 @@ pub mod style;
 pub mod terminal;
 
 use std::io::Write;
+use std::sync::{Mutex, PoisonError};
+
+use indicatif::ProgressBar;
 
 use crate::error::{Error, ErrorCode};
 use style::Paint;
+
+/// The progress indicator on screen, if any (`cli::progress` draws it): every write goes
+/// above it ([`suspended`]) instead of through the middle of it.
+static INDICATOR: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// The indicator writes must step around from now on (`None`: it is gone).
+pub fn show_indicator(bar: Option<ProgressBar>) {
+    *INDICATOR.lock().unwrap_or_else(PoisonError::into_inner) = bar;
+}
+
+/// Run `write` (a write to stdout or stderr) with the indicator cleared and redrawn after.
+pub fn suspended<T>(write: impl FnOnce() -> T) -> T {
+    let bar = INDICATOR.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match bar {
+        Some(bar) => bar.suspend(write),
+        None => write(),
+    }
+}
 
 /// Write `text` to stdout as is (a JSON document, a completion script). A closed pipe
 /// (`… | head`) is not an error worth a panic.
 pub fn print(text: &str) {
     // Stdout and the indicator on stderr share one terminal: clear the spinner for the write
     // (`execute` prints its header while servers still connect).
-    super::progress::suspended(|| {
+    suspended(|| {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
     });
@@ -34,7 +55,7 @@ pub fn print_human(text: &str, paint: Paint) {
 /// Write human text to stderr, made safe for a terminal like [`print_human`].
 pub fn eprint(text: &str, paint: Paint) {
     let text = terminal::safe(text, paint.enabled);
-    super::progress::suspended(|| {
+    suspended(|| {
         let mut stderr = std::io::stderr().lock();
         let _ = stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush());
     });
