@@ -233,14 +233,7 @@ async fn a_session_that_answers_one_call_and_dies_still_backs_off() {
     let handle = s.supervisor.get("a").unwrap().clone();
     for _ in 0..40 {
         if handle.call(call_params(), Duration::from_secs(1), None).await.is_ok() {
-            let inner = handle.lock();
-            inner
-                .live
-                .as_ref()
-                .unwrap()
-                .session
-                .closed
-                .store(true, Ordering::SeqCst);
+            crash(&handle);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -255,14 +248,7 @@ async fn a_lasting_session_that_ends_is_restarted_at_once() {
     for _ in 0..3 {
         handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
         tokio::time::sleep(STABLE_SESSION).await;
-        handle
-            .lock()
-            .live
-            .as_ref()
-            .unwrap()
-            .session
-            .closed
-            .store(true, Ordering::SeqCst);
+        crash(&handle);
     }
     // Each end found by the next call restarted the server at once; that call went through.
     handle.call(call_params(), Duration::from_secs(1), None).await.unwrap();
