@@ -116,7 +116,12 @@ impl Dense {
     pub fn cosines(&self, query: &[f32]) -> Vec<f32> {
         let mut out = vec![0.0; self.len()];
         if !self.is_empty() && query.len() == self.dimensions {
-            super::kernel::matmul_transposed_add(query, 1, self.dimensions, &self.matrix, self.len(), &mut out);
+            let rows = super::kernel::Weights {
+                matrix: &self.matrix,
+                inputs: self.dimensions,
+                outputs: self.len(),
+            };
+            super::kernel::product(query, 1, rows, |_, cosine| cosine, &mut out);
         }
         out
     }

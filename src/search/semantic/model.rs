@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::kernel;
 use super::wordpiece::{MissingToken, WordPiece};
 
 /// Longest text embedded, in word pieces (the model was trained on 256-piece inputs).
@@ -80,6 +81,16 @@ struct Linear {
     bias: Vec<f32>,
     inputs: usize,
     outputs: usize,
+}
+
+impl Linear {
+    fn weights(&self) -> kernel::Weights<'_> {
+        kernel::Weights {
+            matrix: &self.weight,
+            inputs: self.inputs,
+            outputs: self.outputs,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -174,7 +185,7 @@ impl Model {
     /// [`Model::embed`] on this thread alone: for tools, embedded in the background.
     #[must_use]
     pub fn embed_background(&self, text: &str) -> Vec<f32> {
-        super::kernel::single_threaded(|| self.embed(text))
+        kernel::single_threaded(|| self.embed(text))
     }
 
     fn from_tensors(id: String, mut tensors: HashMap<String, Tensor>, tokenizer: WordPiece) -> Result<Self, Malformed> {
@@ -274,9 +285,7 @@ impl Model {
             add_assign(&mut x, &projected);
             layer_norm(&mut x, &layer.attention_norm);
             linear_into(&x, n, &layer.intermediate, &mut inner);
-            for v in &mut inner {
-                *v = gelu(*v);
-            }
+            kernel::gelu(&mut inner);
             linear_into(&inner, n, &layer.output, &mut projected);
             add_assign(&mut x, &projected);
             layer_norm(&mut x, &layer.output_norm);
@@ -369,41 +378,9 @@ fn layer_norm(x: &mut [f32], norm: &Norm) {
     }
 }
 
-/// BERT's exact GELU, `x·Φ(x)`.
-fn gelu(x: f32) -> f32 {
-    0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2))
-}
-
-/// The error function to about 1e-7 (Numerical Recipes' Chebyshev fit of erfc).
-#[expect(
-    clippy::unreadable_literal,
-    clippy::excessive_precision,
-    reason = "published coefficients, copied as printed"
-)]
-fn erf(x: f32) -> f32 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.26551223
-        + t * (1.00002368
-            + t * (0.37409196
-                + t * (0.09678418
-                    + t * (-0.18628806
-                        + t * (0.27886807
-                            + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277))))))));
-    let complement = t * poly.exp();
-    if x >= 0.0 {
-        1.0 - complement
-    } else {
-        complement - 1.0
-    }
-}
-
 /// `out[n × o] = x[n × i] · weightᵀ + bias`.
 fn linear_into(x: &[f32], n: usize, layer: &Linear, out: &mut [f32]) {
-    for row in out.chunks_exact_mut(layer.outputs) {
-        row.copy_from_slice(&layer.bias);
-    }
-    super::kernel::matmul_transposed_add(x, n, layer.inputs, &layer.weight, layer.outputs, out);
+    kernel::product(x, n, layer.weights(), |k, v| v + layer.bias[k], out);
 }
 
 fn linear(
