@@ -431,6 +431,40 @@ mod tests {
     }
 
     #[test]
+    fn the_scalar_fallback_for_cpus_without_vector_units_matches_too() {
+        // What a CPU without AVX2 (or a target pulp has no vectors for) runs.
+        let (n, inputs, outputs) = (5, 19, 9);
+        let x = values(n * inputs, 1);
+        let matrix = values(outputs * inputs, 3);
+        let w = Weights {
+            matrix: &matrix,
+            inputs,
+            outputs,
+        };
+        let mut transposed = vec![f32::NAN; n * outputs];
+        let finish = |_: usize, v: f32| v;
+        Columns {
+            x: &x,
+            n,
+            w,
+            first: 0,
+            finish: &finish,
+            dst: &mut transposed,
+        }
+        .with_simd(pulp::Scalar);
+        let mut out = vec![0.0; n * outputs];
+        untranspose(&transposed, n, outputs, &mut out);
+        assert_eq!(out, naive(&x, n, w));
+        let mut values = vec![-1.0, 0.0, 1.0];
+        Gelu(&mut values).with_simd(pulp::Scalar);
+        let expected = [-0.158_655_3, 0.0, 0.841_344_8];
+        assert!(
+            values.iter().zip(expected).all(|(got, want)| (got - want).abs() < 1e-6),
+            "{values:?}"
+        );
+    }
+
+    #[test]
     #[expect(clippy::excessive_precision, reason = "reference values as Python prints them")]
     fn gelu_is_x_times_the_normal_cdf() {
         // Reference values from Python's math.erf: 0.5·x·(1 + erf(x/√2)). 21 values, so
