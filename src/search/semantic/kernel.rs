@@ -386,6 +386,19 @@ mod tests {
             .collect()
     }
 
+    /// Inputs `n × inputs` and weights `outputs × inputs` of small integers.
+    fn integer_case(n: usize, inputs: usize, outputs: usize) -> (Vec<f32>, Vec<f32>) {
+        (values(n * inputs, 1), values(outputs * inputs, 3))
+    }
+
+    fn weights(matrix: &[f32], inputs: usize, outputs: usize) -> Weights<'_> {
+        Weights {
+            matrix,
+            inputs,
+            outputs,
+        }
+    }
+
     #[test]
     #[expect(clippy::float_cmp, reason = "small integers are exact in f32")]
     fn multiplies_by_the_transposed_weights_and_finishes_each_output() {
@@ -411,13 +424,8 @@ mod tests {
         for n in [1, 2, 3, 4, 7, 17, 40] {
             for outputs in [1, 3, 4, 5, 9, 130] {
                 for inputs in [1, 7, 8, 19, 64] {
-                    let x = values(n * inputs, 1);
-                    let matrix = values(outputs * inputs, 3);
-                    let w = Weights {
-                        matrix: &matrix,
-                        inputs,
-                        outputs,
-                    };
+                    let (x, matrix) = integer_case(n, inputs, outputs);
+                    let w = weights(&matrix, inputs, outputs);
                     let expected = naive(&x, n, w);
                     let mut two = vec![f32::NAN; n * outputs];
                     product(&x, n, w, |_, v| v, &mut two);
@@ -434,13 +442,8 @@ mod tests {
     fn the_scalar_fallback_for_cpus_without_vector_units_matches_too() {
         // What a CPU without AVX2 (or a target pulp has no vectors for) runs.
         let (n, inputs, outputs) = (5, 19, 9);
-        let x = values(n * inputs, 1);
-        let matrix = values(outputs * inputs, 3);
-        let w = Weights {
-            matrix: &matrix,
-            inputs,
-            outputs,
-        };
+        let (x, matrix) = integer_case(n, inputs, outputs);
+        let w = weights(&matrix, inputs, outputs);
         let mut transposed = vec![f32::NAN; n * outputs];
         let finish = |_: usize, v: f32| v;
         Columns {
