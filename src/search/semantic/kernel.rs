@@ -7,9 +7,10 @@
 //! multiplications (BENCHMARKS.md "the product kernel"). Here each weight row is read once,
 //! straight from where it lies, and multiplied into a small block of input rows held in
 //! registers. `pulp` picks the widest instructions the CPU has at run time (AVX2 + FMA on
-//! x86-64, NEON on arm64, scalar otherwise), in safe code. Every output is one running sum
-//! in one fixed order whatever the block or thread, so a text embeds to the same bits on a
-//! search's two threads and on the background's one.
+//! x86-64, NEON on arm64, plain multiply-adds otherwise — about 10× slower, still usable), in
+//! safe code. Every output is summed in one fixed order (lane by lane, the lanes, then the
+//! inputs past the last full vector) whatever the block or thread, so a text embeds to the
+//! same bits on a search's two threads and on the background's one.
 //!
 //! A search embeds its query on up to two threads (it waits for the answer): the outputs are
 //! split in two halves, one on the calling thread and one on rayon's pool. The background
@@ -44,10 +45,14 @@ static SEARCHING: AtomicUsize = AtomicUsize::new(0);
 const BACKGROUND_ROWS: usize = 16;
 /// The longest the background waits for searches at once (a query embeds in well under it).
 const MAX_STEP_ASIDE: Duration = Duration::from_millis(30);
-/// Below this many multiplications a second thread costs more to wake than it saves.
-const SPLIT_ABOVE: usize = 1 << 16;
+/// Below this many multiply-adds a second thread costs more to wake than it saves: for a
+/// word piece or two per product, and the split of a 10k-tool cosine (3.8 M) pays. 64 k,
+/// 1 M and 4 M compared end to end over the development queries (BENCHMARKS.md, "The product
+/// kernel"): 1 M was as fast as the best of the others in every run.
+const SPLIT_ABOVE: usize = 1 << 20;
 /// Input rows multiplied together (each block's sums live in registers: 3 rows × 4 weight
-/// rows is 12 of AVX2's 16 vector registers, plus 3 inputs and 1 weight; BENCHMARKS.md).
+/// rows is 12 of AVX2's 16 vector registers, plus 3 inputs and 1 weight; of the blocks tried
+/// while writing this, 2 × 4 to 4 × 3, it was among the fastest from 12 to 40 rows).
 const ROWS: usize = 3;
 /// Weight rows multiplied together.
 const COLUMNS: usize = 4;
@@ -109,57 +114,47 @@ pub fn product(x: &[f32], n: usize, w: Weights<'_>, finish: impl Fn(usize, f32) 
     if n == 0 || w.outputs == 0 {
         return;
     }
+    let out = &mut out[..n * w.outputs];
     if THREADS.with(Cell::get) == 1 {
         // The background: a few rows at a time, letting searches go first.
-        for start in (0..n).step_by(BACKGROUND_ROWS) {
-            let rows = BACKGROUND_ROWS.min(n - start);
+        for (block, rows) in out.chunks_mut(BACKGROUND_ROWS * w.outputs).enumerate() {
             step_aside();
             let started = Instant::now();
-            let mut transposed = vec![0.0; rows * w.outputs];
-            columns(&x[start * w.inputs..], rows, w, 0, &finish, &mut transposed);
-            untranspose(&transposed, rows, w.outputs, &mut out[start * w.outputs..]);
+            let start = block * BACKGROUND_ROWS;
+            let mut rows: Vec<&mut [f32]> = rows.chunks_exact_mut(w.outputs).collect();
+            columns(&x[start * w.inputs..], w, 0, &finish, &mut rows);
             earn(started.elapsed());
         }
         return;
     }
-    let mut transposed = vec![0.0; n * w.outputs];
-    if n * w.inputs * w.outputs > SPLIT_ABOVE && rayon::current_num_threads() > 1 {
-        // Two halves of the outputs: the second on rayon's pool, the first here meanwhile.
-        let half = w.outputs.div_ceil(2).next_multiple_of(COLUMNS).min(w.outputs);
-        let (first, second) = transposed.split_at_mut(half * n);
+    let half = w.outputs.div_ceil(2).next_multiple_of(COLUMNS);
+    if n * w.inputs * w.outputs > SPLIT_ABOVE && half < w.outputs && rayon::current_num_threads() > 1 {
+        // Two halves of every row: the second on rayon's pool, the first here meanwhile.
+        let (mut first, mut second): (Vec<&mut [f32]>, Vec<&mut [f32]>) = out
+            .chunks_exact_mut(w.outputs)
+            .map(|row| row.split_at_mut(half))
+            .unzip();
         let finish = &finish;
         rayon::in_place_scope(|scope| {
-            scope.spawn(move |_| columns(x, n, w, half, finish, second));
-            columns(x, n, w, 0, finish, first);
+            scope.spawn(|_| columns(x, w, half, finish, &mut second));
+            columns(x, w, 0, finish, &mut first);
         });
     } else {
-        columns(x, n, w, 0, &finish, &mut transposed);
-    }
-    untranspose(&transposed, n, w.outputs, out);
-}
-
-/// `out[r × outputs + k] = transposed[k × n + r]`.
-fn untranspose(transposed: &[f32], n: usize, outputs: usize, out: &mut [f32]) {
-    for (r, row) in out.chunks_exact_mut(outputs).take(n).enumerate() {
-        for (k, value) in row.iter_mut().enumerate() {
-            *value = transposed[k * n + r];
-        }
+        let mut rows: Vec<&mut [f32]> = out.chunks_exact_mut(w.outputs).collect();
+        columns(x, w, 0, &finish, &mut rows);
     }
 }
 
-/// Outputs `first..first + dst.len() / n` of every row, into `dst` column by column
-/// (`dst[(k − first) × n + r]`).
+/// Outputs `first..first + width` of every row, where `dst` holds each row's `width` of them.
 fn columns(
     x: &[f32],
-    n: usize,
     w: Weights<'_>,
     first: usize,
     finish: &(impl Fn(usize, f32) -> f32 + Sync),
-    dst: &mut [f32],
+    dst: &mut [&mut [f32]],
 ) {
     pulp::Arch::new().dispatch(Columns {
         x,
-        n,
         w,
         first,
         finish,
@@ -167,86 +162,85 @@ fn columns(
     });
 }
 
-struct Columns<'a, F> {
+struct Columns<'a, 'b, F> {
     x: &'a [f32],
-    n: usize,
     w: Weights<'a>,
     first: usize,
     finish: &'a F,
-    dst: &'a mut [f32],
+    dst: &'a mut [&'b mut [f32]],
 }
 
-impl<F: Fn(usize, f32) -> f32> WithSimd for Columns<'_, F> {
+impl<F: Fn(usize, f32) -> f32> WithSimd for Columns<'_, '_, F> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
         let Self {
             x,
-            n,
             w,
             first,
             finish,
             dst,
         } = self;
-        let count = dst.len() / n;
+        let width = dst.first().map_or(0, |row| row.len());
         let mut k = 0;
-        while k + COLUMNS <= count {
-            weight_rows::<S, COLUMNS>(simd, x, n, w, first + k, finish, &mut dst[k * n..]);
+        while k + COLUMNS <= width {
+            weight_rows::<S, COLUMNS>(simd, x, w, (first, k), finish, dst);
             k += COLUMNS;
         }
-        while k < count {
-            weight_rows::<S, 1>(simd, x, n, w, first + k, finish, &mut dst[k * n..]);
+        while k < width {
+            weight_rows::<S, 1>(simd, x, w, (first, k), finish, dst);
             k += 1;
         }
     }
 }
 
-/// Outputs `k..k + C` of every row.
+/// Outputs `first + k .. first + k + C` of every row, into columns `k..k + C` of `dst`.
 #[inline(always)]
 fn weight_rows<S: Simd, const C: usize>(
     simd: S,
     x: &[f32],
-    n: usize,
     w: Weights<'_>,
-    first: usize,
+    (first, k): (usize, usize),
     finish: &impl Fn(usize, f32) -> f32,
-    dst: &mut [f32],
+    dst: &mut [&mut [f32]],
 ) {
     let width = w.inputs;
     let mut weights: [&[f32]; C] = [&[]; C];
     for (c, weight) in weights.iter_mut().enumerate() {
-        *weight = &w.matrix[(first + c) * width..][..width];
+        *weight = &w.matrix[(first + k + c) * width..][..width];
     }
+    let n = dst.len();
     let mut row = 0;
     while row + ROWS <= n {
         let mut rows: [&[f32]; ROWS] = [&[]; ROWS];
         for (d, input) in rows.iter_mut().enumerate() {
             *input = &x[(row + d) * width..][..width];
         }
-        store(&block::<S, ROWS, C>(simd, rows, weights), row, first, n, finish, dst);
+        let sums = block::<S, ROWS, C>(simd, rows, weights);
+        store(&sums, first + k, finish, &mut dst[row..row + ROWS], k);
         row += ROWS;
     }
     while row < n {
         let input = &x[row * width..][..width];
-        store(&block::<S, 1, C>(simd, [input], weights), row, first, n, finish, dst);
+        let sums = block::<S, 1, C>(simd, [input], weights);
+        store(&sums, first + k, finish, &mut dst[row..=row], k);
         row += 1;
     }
 }
 
-/// Rows `r..r + R`, outputs `k..k + C`, finished, into `dst` column by column.
+/// Finished sums of outputs `output..output + C` into columns `k..k + C` of `rows`.
 #[inline(always)]
 fn store<const R: usize, const C: usize>(
     sums: &[[f32; C]; R],
-    r: usize,
-    k: usize,
-    n: usize,
+    output: usize,
     finish: &impl Fn(usize, f32) -> f32,
-    dst: &mut [f32],
+    rows: &mut [&mut [f32]],
+    k: usize,
 ) {
-    for (d, row_sums) in sums.iter().enumerate() {
-        for (c, &sum) in row_sums.iter().enumerate() {
-            dst[c * n + r + d] = finish(k + c, sum);
+    for (row, row_sums) in rows.iter_mut().zip(sums) {
+        for (c, (value, &sum)) in row[k..k + C].iter_mut().zip(row_sums).enumerate() {
+            *value = finish(output + c, sum);
         }
     }
 }
@@ -281,7 +275,7 @@ fn block<S: Simd, const R: usize, const C: usize>(simd: S, rows: [&[f32]; R], we
         for c in 0..C {
             let weight = weight_vectors[c][j];
             for r in 0..R {
-                sums[r][c] = simd.mul_add_f32s(inputs[r], weight, sums[r][c]);
+                sums[r][c] = simd.mul_add_e_f32s(inputs[r], weight, sums[r][c]);
             }
         }
     }
@@ -299,7 +293,7 @@ fn block<S: Simd, const R: usize, const C: usize>(simd: S, rows: [&[f32]; R], we
 }
 
 /// BERT's exact GELU, `x·Φ(x) = x/2 · (1 + erf(x/√2))`, over `values` in place, a vector at
-/// a time: no call into libm's `exp`, which took 8 % of a search's time when it ran scalar.
+/// a time: no call into libm's `exp`, which took 4 % of the CPU time of a search when it ran scalar.
 pub fn gelu(values: &mut [f32]) {
     pulp::Arch::new().dispatch(Gelu(values));
 }
@@ -322,7 +316,7 @@ impl WithSimd for Gelu<'_> {
 
 /// The error function's rational approximation that Eigen and XLA use (odd polynomial of
 /// degree 13 over even of degree 8, input clamped to ±4 where erf is ±1 in f32): within
-/// 3e-7 of erf everywhere, in multiply-adds and one division.
+/// 3.5e-7 of erf everywhere (f32), in multiply-adds and one division.
 #[inline(always)]
 #[expect(
     clippy::unreadable_literal,
@@ -353,14 +347,14 @@ fn gelu_lanes<S: Simd>(simd: S, x: S::f32s) -> S::f32s {
     let horner = |coefficients: &[f32]| {
         let mut sum = simd.splat_f32s(coefficients[0]);
         for &c in &coefficients[1..] {
-            sum = simd.mul_add_f32s(sum, z2, simd.splat_f32s(c));
+            sum = simd.mul_add_e_f32s(sum, z2, simd.splat_f32s(c));
         }
         sum
     };
     let erf = simd.div_f32s(simd.mul_f32s(z, horner(&NUMERATOR)), horner(&DENOMINATOR));
     // x/2 · (1 + erf) = x/2 + x/2 · erf
     let half_x = simd.mul_f32s(half, x);
-    simd.mul_add_f32s(half_x, erf, half_x)
+    simd.mul_add_e_f32s(half_x, erf, half_x)
 }
 
 #[cfg(test)]
@@ -444,19 +438,17 @@ mod tests {
         let (n, inputs, outputs) = (5, 19, 9);
         let (x, matrix) = integer_case(n, inputs, outputs);
         let w = weights(&matrix, inputs, outputs);
-        let mut transposed = vec![f32::NAN; n * outputs];
+        let mut out = vec![f32::NAN; n * outputs];
+        let mut rows: Vec<&mut [f32]> = out.chunks_exact_mut(outputs).collect();
         let finish = |_: usize, v: f32| v;
         Columns {
             x: &x,
-            n,
             w,
             first: 0,
             finish: &finish,
-            dst: &mut transposed,
+            dst: &mut rows,
         }
         .with_simd(pulp::Scalar);
-        let mut out = vec![0.0; n * outputs];
-        untranspose(&transposed, n, outputs, &mut out);
         assert_eq!(out, naive(&x, n, w));
         let mut values = vec![-1.0, 0.0, 1.0];
         Gelu(&mut values).with_simd(pulp::Scalar);
@@ -500,18 +492,17 @@ mod tests {
 
     #[test]
     fn one_thread_and_two_give_the_same_bits() {
-        // Real-valued inputs, large enough to split: each output is one sum in one order.
-        let (n, inputs, outputs) = (20, 384, 200);
+        // Real-valued inputs, large enough to split (on a pool of two even on a one-core
+        // runner): each output is one sum in one order on either thread.
+        let (n, inputs, outputs) = (20, 384, 600);
+        assert!(n * inputs * outputs > SPLIT_ABOVE);
         let wave = |i: usize, step: usize, period: usize| f32::from(u8::try_from(i * step % period).unwrap()).sin();
         let x: Vec<f32> = (0..n * inputs).map(|i| wave(i, 37, 101)).collect();
         let matrix: Vec<f32> = (0..outputs * inputs).map(|i| wave(i, 53, 97)).collect();
-        let w = Weights {
-            matrix: &matrix,
-            inputs,
-            outputs,
-        };
+        let w = weights(&matrix, inputs, outputs);
         let mut two = vec![0.0; n * outputs];
-        product(&x, n, w, |_, v| v, &mut two);
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        pool.install(|| product(&x, n, w, |_, v| v, &mut two));
         let mut one = vec![0.0; n * outputs];
         single_threaded(|| product(&x, n, w, |_, v| v, &mut one));
         assert!(two.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()));
