@@ -12,12 +12,11 @@
 // the `catalog` folder of the cache the Rust bench kept with SEMANTIC_BENCH_CACHE): the same
 // tool texts, so nothing is embedded again. Without it the gateway embeds all 10k tools first
 // (about ten minutes here), which this script waits for (`vectorsPending` gone).
-import { spawn } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hostTriple } from '../scripts/host.mjs';
-import { writeSnapshot } from './snapshots.mjs';
+import { serveSnapshots, writeSnapshot } from './snapshots.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -83,21 +82,11 @@ writeFileSync(
   }),
 );
 
-const child = spawn(binary, ['--config', config], {
-  env: { ...process.env, ANYGPT_LOG: 'warn', ANYGPT_DISCOVERY_CACHE_DIR: cache, ANYGPT_DISCOVERY_STATE_DIR: cache },
-  stdio: ['pipe', 'pipe', 'inherit'],
-});
 const waiting = new Map();
 let nextId = 1;
-let buffer = '';
-child.stdout.on('data', (chunk) => {
-  buffer += chunk;
-  for (let nl; (nl = buffer.indexOf('\n')) >= 0; ) {
-    const message = JSON.parse(buffer.slice(0, nl));
-    buffer = buffer.slice(nl + 1);
-    waiting.get(message.id)?.(message);
-    waiting.delete(message.id);
-  }
+const child = serveSnapshots(binary, config, cache, (message) => {
+  waiting.get(message.id)?.(message);
+  waiting.delete(message.id);
 });
 function request(method, params) {
   const id = nextId++;

@@ -21,13 +21,12 @@
 //
 // `--secrets` gives every server an API key in its `env`, as most real configs do: each is
 // registered for scrubbing before `initialize` is answered.
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { hostTriple } from '../scripts/host.mjs';
-import { writeSnapshot } from './snapshots.mjs';
+import { serveSnapshots, writeSnapshot } from './snapshots.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -79,33 +78,23 @@ function setup(toolLists) {
 function start(bin, { config, cache, query }, settleMs = 0) {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(bin, ['--config', config], {
-      env: { ...process.env, ANYGPT_LOG: 'warn', ANYGPT_DISCOVERY_CACHE_DIR: cache, ANYGPT_DISCOVERY_STATE_DIR: cache },
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    const send = (message) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
     const times = {};
-    let buffer = '';
-    child.stdout.on('data', (chunk) => {
-      buffer += chunk;
-      for (let nl; (nl = buffer.indexOf('\n')) >= 0; ) {
-        const message = JSON.parse(buffer.slice(0, nl));
-        buffer = buffer.slice(nl + 1);
-        if (message.id === 1) {
-          times.initialize = performance.now() - t0;
-          send({ method: 'notifications/initialized' });
-          send({ id: 2, method: 'tools/call', params: { name: 'search_tools', arguments: { query } } });
-        } else if (message.id === 2) {
-          times.search = performance.now() - t0;
-          const body = JSON.parse(message.result.content[0].text);
-          if (body.results?.[0]?.tool !== query) reject(new Error(`search missed ${query}: ${message.result.content[0].text.slice(0, 200)}`));
-          // The next start waits for this process to be gone: a 328-server gateway still
-          // tearing down beside the next start made the 3-server figures the noisier ones.
-          child.once('exit', () => resolve(times));
-          setTimeout(() => child.kill('SIGTERM'), settleMs);
-        }
+    const child = serveSnapshots(bin, config, cache, (message) => {
+      if (message.id === 1) {
+        times.initialize = performance.now() - t0;
+        send({ method: 'notifications/initialized' });
+        send({ id: 2, method: 'tools/call', params: { name: 'search_tools', arguments: { query } } });
+      } else if (message.id === 2) {
+        times.search = performance.now() - t0;
+        const body = JSON.parse(message.result.content[0].text);
+        if (body.results?.[0]?.tool !== query) reject(new Error(`search missed ${query}: ${message.result.content[0].text.slice(0, 200)}`));
+        // The next start waits for this process to be gone: a 328-server gateway still
+        // tearing down beside the next start made the 3-server figures the noisier ones.
+        child.once('exit', () => resolve(times));
+        setTimeout(() => child.kill('SIGTERM'), settleMs);
       }
     });
+    const send = (message) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...message })}\n`);
     child.on('error', reject);
     send({
       id: 1,
