@@ -69,16 +69,13 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
     let mut pending = 0;
     let mut best_cosine = f32::MIN;
     let mut scored: Vec<Hit<'a>> = Vec::new();
-    let servers = catalog
-        .server_names()
-        .filter(|server| query.server.is_none_or(|only| only == *server));
-    for server in servers {
+    // Server by server (not `in_scope`): one row lookup per server, not per tool.
+    for server in servers_in_scope(catalog, query) {
         let (Some(first), Some(tools)) = (dense.first_row(server), catalog.server_tools(server)) else {
             continue;
         };
         for (position, entry) in tools.iter().enumerate() {
-            if !(query.include_disabled || entry.enabled) || exact.iter().any(|&(s, _, p)| s == server && p == position)
-            {
+            if !sees(query.include_disabled, entry) || exact.iter().any(|&(s, _, p)| s == server && p == position) {
                 continue;
             }
             let row = first + position;
@@ -137,20 +134,29 @@ fn in_scope<'a>(
     catalog: &'a IndexedCatalog,
     query: &Query<'_>,
 ) -> impl Iterator<Item = (&'a str, usize, &'a ToolEntry)> + use<'a> {
-    let only = query.server.map(str::to_owned);
     let include_disabled = query.include_disabled;
+    servers_in_scope(catalog, query).flat_map(move |server| {
+        catalog
+            .server_tools(server)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter(move |(_, entry)| sees(include_disabled, entry))
+            .map(move |(position, entry)| (server, position, entry))
+    })
+}
+
+/// The servers a query searches: its server, or every server.
+fn servers_in_scope<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> impl Iterator<Item = &'a str> + use<'a> {
+    let only = query.server.map(str::to_owned);
     catalog
         .server_names()
         .filter(move |server| only.as_deref().is_none_or(|only| only == *server))
-        .flat_map(move |server| {
-            catalog
-                .server_tools(server)
-                .unwrap_or_default()
-                .iter()
-                .enumerate()
-                .filter(move |(_, entry)| include_disabled || entry.enabled)
-                .map(move |(position, entry)| (server, position, entry))
-        })
+}
+
+/// Whether a query may return `entry`: an enabled tool, or any when disabled ones are asked for.
+fn sees(include_disabled: bool, entry: &ToolEntry) -> bool {
+    include_disabled || entry.enabled
 }
 
 /// The cosine weight for `text` whose best lexical hit has relevance `confidence`.
