@@ -251,20 +251,8 @@ fn store<const R: usize, const C: usize>(
 #[inline(always)]
 fn block<S: Simd, const R: usize, const C: usize>(simd: S, rows: [&[f32]; R], weights: [&[f32]; C]) -> [[f32; C]; R] {
     let len = rows[0].len() / S::F32_LANES;
-    let mut row_vectors: [&[S::f32s]; R] = [&[]; R];
-    let mut row_tails: [&[f32]; R] = [&[]; R];
-    for r in 0..R {
-        let (vectors, tail) = S::as_simd_f32s(rows[r]);
-        row_vectors[r] = &vectors[..len];
-        row_tails[r] = tail;
-    }
-    let mut weight_vectors: [&[S::f32s]; C] = [&[]; C];
-    let mut weight_tails: [&[f32]; C] = [&[]; C];
-    for c in 0..C {
-        let (vectors, tail) = S::as_simd_f32s(weights[c]);
-        weight_vectors[c] = &vectors[..len];
-        weight_tails[c] = tail;
-    }
+    let (row_vectors, row_tails) = split_vectors::<S, R>(rows, len);
+    let (weight_vectors, weight_tails) = split_vectors::<S, C>(weights, len);
     let zero = simd.splat_f32s(0.0);
     let mut sums = [[zero; C]; R];
     for j in 0..len {
@@ -290,6 +278,19 @@ fn block<S: Simd, const R: usize, const C: usize>(simd: S, rows: [&[f32]; R], we
         }
     }
     out
+}
+
+/// Each slice as its first `len` whole vectors and the values past them.
+#[inline(always)]
+fn split_vectors<S: Simd, const N: usize>(slices: [&[f32]; N], len: usize) -> ([&[S::f32s]; N], [&[f32]; N]) {
+    let mut vectors: [&[S::f32s]; N] = [&[]; N];
+    let mut tails: [&[f32]; N] = [&[]; N];
+    for i in 0..N {
+        let (whole, tail) = S::as_simd_f32s(slices[i]);
+        vectors[i] = &whole[..len];
+        tails[i] = tail;
+    }
+    (vectors, tails)
 }
 
 /// BERT's exact GELU, `x·Φ(x) = x/2 · (1 + erf(x/√2))`, over `values` in place, a vector at
