@@ -209,16 +209,21 @@ mod tests {
         assert_eq!(waiting_message(&servers[..1]), "1/1 servers ready");
     }
 
-    #[test]
-    fn one_line_per_server_fits_the_width() {
-        let ui = Ui {
+    /// Human output without colour, `width` columns wide.
+    fn uncoloured(width: usize, interactive: bool) -> Ui {
+        Ui {
             json: false,
             quiet: false,
             out: Paint { enabled: false },
             err: Paint { enabled: false },
-            width: 40,
-            interactive: true,
-        };
+            width,
+            interactive,
+        }
+    }
+
+    #[test]
+    fn one_line_per_server_fits_the_width() {
+        let ui = uncoloured(40, true);
         assert_eq!(
             server_line(&server("a", "connected", 1, None), ui, true),
             "✓ a 1 tool\n"
@@ -237,14 +242,7 @@ mod tests {
 
     #[test]
     fn a_failed_servers_line_promises_no_retry() {
-        let ui = Ui {
-            json: false,
-            quiet: false,
-            out: Paint { enabled: false },
-            err: Paint { enabled: false },
-            width: 80,
-            interactive: false,
-        };
+        let ui = uncoloured(80, false);
         let reason = crate::upstream::UpstreamError::Unavailable {
             reason: "command `nope` not found".into(),
             retry_in: Duration::from_secs(2),
