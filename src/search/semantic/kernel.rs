@@ -434,6 +434,19 @@ mod tests {
     }
 
     #[test]
+    fn the_cpus_vector_unit_is_the_path_these_tests_run() {
+        // The shape and bits tests go through `Arch::new()`: they cover NEON on arm64 (run
+        // there by `scripts/test-arm64.sh` under qemu) and AVX2+FMA on x86-64 only if pulp
+        // picks those paths.
+        #[cfg(target_arch = "aarch64")]
+        assert!(matches!(pulp::Arch::new(), pulp::Arch::Neon(_)));
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            assert!(matches!(pulp::Arch::new(), pulp::Arch::V3(_)));
+        }
+    }
+
+    #[test]
     fn the_scalar_fallback_for_cpus_without_vector_units_matches_too() {
         // What a CPU without AVX2 (or a target pulp has no vectors for) runs.
         let (n, inputs, outputs) = (5, 19, 9);
