@@ -20,7 +20,9 @@ if ! command -v qemu-aarch64 >/dev/null || ! command -v aarch64-linux-gnu-gcc >/
   echo "installing ${packages[*]} (Debian) for the arm64 tests" >&2
   sudo=()
   [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  if ! DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${packages[@]}" >&2; then
+  apt_install() { DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -q --no-install-recommends "${packages[@]}" >&2; }
+  # Stale package lists name versions the mirror no longer has: refresh them once and retry.
+  if ! apt_install && ! { "${sudo[@]}" apt-get update -q >&2 && apt_install; }; then
     echo "error: could not install ${packages[*]}; install them (Debian/Ubuntu: apt-get install ${packages[*]}) and rerun" >&2
     exit 1
   fi
