@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { DiscoveryEngine } from '../index.js';
-import { bin, call, connect, root, tempDir, writeConfig } from './helpers.mjs';
+import { bin, call, connect, referenceServer, root, tempDir, writeConfig } from './helpers.mjs';
 
 const leaky = join(root, '__test__/fixtures/leaky-server.mjs');
 const ENV_TOKEN = 'sk-live-4f9a8b7c6d5e4f3a2b1c';
@@ -179,4 +179,25 @@ test('without --log-arguments debug logs show argument keys, never values', asyn
   const stderr = gateway.stderr();
   assert.match(stderr, /execute_tool.*argument_keys=\["note"\]/);
   assert.ok(!stderr.includes('hidden-value'), stderr.slice(0, 4000));
+});
+
+test("credentials in the gateway's own environment, which servers inherit, are masked in results", async () => {
+  // server-everything's real `get-env` returns its whole environment: the gateway's, inherited.
+  const apiKey = 'sk-proj-inherited0123456789abcdef';
+  const awsSecret = 'wJalrXUtnFEMIinherited7MDENGbPxRfiCY';
+  const gateway = await connect(process.execPath, [bin, '--config', writeConfig({ discovery: { servers: [referenceServer('everything')] } })], {
+    SOME_SERVICE_API_KEY: apiKey,
+    AWS_SECRET_ACCESS_KEY: awsSecret,
+    DESKTOP_SESSION: 'plainsession',
+  });
+  try {
+    const { result } = await call(gateway.client, 'execute_tool', { server: 'everything', tool: 'get-env', arguments: {} });
+    const text = JSON.stringify(result);
+    assert.ok(!result.isError, text.slice(0, 2000));
+    assert.match(text, /SOME_SERVICE_API_KEY/, 'the variable is there, its value masked');
+    assert.ok(!text.includes(apiKey) && !text.includes(awsSecret), `an inherited credential reached the model:\n${text.slice(0, 4000)}`);
+    assert.match(text, /plainsession/, 'an ordinary setting under a credential-ish name is not masked');
+  } finally {
+    await gateway.client.close();
+  }
 });

@@ -558,6 +558,41 @@ pub fn register_stdio<'a>(server: &str, args: &[String], env: impl Iterator<Item
     register(server, values);
 }
 
+/// The register's name for secrets of the gateway's own environment.
+const ENVIRONMENT: &str = "(environment)";
+
+/// Register the secrets of the gateway's own environment once per process: every stdio server
+/// inherits it, so a server that prints its environment (server-everything's `get-env`) would
+/// otherwise hand `OPENAI_API_KEY` to the model.
+pub fn register_process_environment() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        register_environment(
+            std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+        );
+    });
+}
+
+/// Register the environment variables `vars` that hold a credential: a key-shaped value
+/// (`sk-…`, `ghp_…`, long mixed base64), or any value under a credential's name that is more
+/// than one short plain word. Narrower than [`is_secret_setting`]: a whole environment holds
+/// host names and ids that mix letters and digits, and `DESKTOP_SESSION=ubuntu` says `session`
+/// without being a secret; masking those would blank ordinary words in every tool result.
+pub fn register_environment(vars: impl IntoIterator<Item = (String, String)>) {
+    let values = vars.into_iter().filter_map(|(name, value)| {
+        let value = strip_scheme(value.trim());
+        let credential =
+            !is_ordinary(value) && (looks_like_key(value) || (names_a_secret(&name) && !is_short_plain_word(value)));
+        credential.then(|| value.to_owned())
+    });
+    register(ENVIRONMENT, values);
+}
+
+/// `ubuntu`, `wayland`, `GNOME`: one word of letters, up to 12 of them.
+fn is_short_plain_word(value: &str) -> bool {
+    value.chars().count() <= 12 && value.chars().all(|c| c.is_ascii_alphabetic())
+}
+
 /// Register the secrets of a remote server: its URL's, and those found in its headers.
 pub fn register_remote(server: &str, url: &Url, header_secrets: impl IntoIterator<Item = String>) {
     register(server, url_secrets(url).into_iter().chain(header_secrets));
@@ -879,6 +914,33 @@ mod tests {
             ["plainword"]
         );
         assert!(setting_secrets_named("MODE", "${APP_MODE}", "production").is_empty());
+    }
+
+    #[test]
+    fn the_environment_registers_credentials_not_ordinary_settings() {
+        let vars = [
+            ("OPENAI_API_KEY", "sk-proj-env1abcdefghijklmnop1234"),
+            ("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMIenv1K7MDENGbPxRfiCYEXAMPLE"),
+            ("DB_PASSWORD", "envhunter2"),
+            ("UNNAMED", "ghp_env1abcdefghijklmnopqrstuvwxyz0123"),
+            ("DESKTOP_SESSION", "envubuntu"),
+            (
+                "SESSION_MANAGER",
+                "local/envhost:@/tmp/.ICE-unix/1,unix/envhost:/tmp/.ICE-unix/1",
+            ),
+            ("HOSTNAME", "envbox-1a2b3c4d"),
+            ("AUTH_ENABLED", "true"),
+            ("HOME", "/home/envuser"),
+        ];
+        register_environment(vars.map(|(k, v)| (k.to_owned(), v.to_owned())));
+        let masked = |value: &str| scrub(value) == "***";
+        for (name, value) in &vars[..4] {
+            assert!(masked(value), "{name} should be masked");
+        }
+        for (name, value) in &vars[4..] {
+            assert!(!masked(value), "{name}={value} is a setting, not a secret");
+        }
+        assert_eq!(scrub("envubuntu envhunter2"), "envubuntu ***");
     }
 
     #[test]

@@ -93,6 +93,7 @@ impl State {
         // Secrets are known from the moment a config is, before any server launches or logs;
         // in one batch, so the scrubber's automaton is built once, not once per server.
         crate::secrets::register_all(config.servers().iter().map(|s| (s.name.as_str(), s.secret_values())));
+        crate::secrets::register_process_environment();
         Self {
             specs: config
                 .servers()
