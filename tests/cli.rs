@@ -571,17 +571,21 @@ fn config_show_validate_sources_path_on_the_demo() {
 
 #[test]
 fn zero_config_path_and_sources_name_every_place() {
-    // The scratch home holds one Claude Desktop config and nothing else.
+    // The scratch home holds one Claude Desktop config, saved with a byte-order mark as
+    // Notepad does, and a Cursor config that does not parse.
     let scratch = tempfile::tempdir().unwrap();
     let project = scratch.path().join("project");
     let claude = scratch.path().join("home/.config/Claude");
+    let cursor = scratch.path().join("home/.cursor");
     std::fs::create_dir_all(&project).unwrap();
     std::fs::create_dir_all(&claude).unwrap();
+    std::fs::create_dir_all(&cursor).unwrap();
     std::fs::write(
         claude.join("claude_desktop_config.json"),
-        r#"{"mcpServers":{"echoer":{"command":"node","args":["x.js"]}}}"#,
+        "\u{feff}{\"mcpServers\":{\"echoer\":{\"command\":\"node\",\"args\":[\"x.js\"]}}}",
     )
     .unwrap();
+    std::fs::write(cursor.join("mcp.json"), "{\"mcpServers\": ").unwrap();
     let run_here = |args: &[&str]| {
         let out = command(scratch.path())
             .current_dir(&project)
@@ -606,13 +610,48 @@ fn zero_config_path_and_sources_name_every_place() {
         .filter(|f| f["found"] == true)
         .map(|f| f["path"].as_str().unwrap())
         .collect();
-    assert_eq!(found, ["[TMP]/home/.config/Claude/claude_desktop_config.json"]);
+    assert_eq!(
+        found,
+        [
+            "[TMP]/home/.config/Claude/claude_desktop_config.json",
+            "[TMP]/home/.cursor/mcp.json"
+        ]
+    );
+    let read: Vec<&str> = sources["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["read"] == true)
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(read, ["[TMP]/home/.config/Claude/claude_desktop_config.json"]);
     let (_, human) = run_here(&["config", "sources"]);
     assert!(
         human.contains("✓ [TMP]/home/.config/Claude/claude_desktop_config.json"),
         "{human}"
     );
+    assert!(
+        human.contains("✗ [TMP]/home/.cursor/mcp.json - skipped (see the warning below)"),
+        "{human}"
+    );
     assert!(human.contains("1 server (echoer)"), "{human}");
+}
+
+#[test]
+fn an_empty_config_file_is_an_error_and_an_empty_anygpt_log_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "\n").unwrap();
+    let out = run(&["config", "validate", "--config", empty.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("the file is empty"), "{}", out.stderr);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = command(scratch.path())
+        .env("ANYGPT_LOG", "")
+        .args(["config", "path"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

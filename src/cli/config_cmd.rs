@@ -166,14 +166,16 @@ fn validate(options: &Options, ui: &Ui) -> i32 {
     exit::OK
 }
 
-/// One client file looked at.
+/// One client file looked at: whether it exists, and whether its servers were read (a file
+/// that exists but does not parse is skipped, with a warning saying why).
 #[derive(Serialize)]
 struct SourceFile {
     path: PathBuf,
     found: bool,
+    read: bool,
 }
 
-/// `config sources --json`: `{"origin","files":[{path,found}],"notes":[…],"warnings":[…]}`.
+/// `config sources --json`: `{"origin","files":[{path,found,read}],"notes":[…],"warnings":[…]}`.
 #[derive(Serialize)]
 struct SourcesReport<'a> {
     origin: &'a str,
@@ -190,7 +192,8 @@ fn source_files(config: &Config) -> Vec<SourceFile> {
         .into_iter()
         .filter(|path| Some(path) != own.as_ref())
         .map(|path| SourceFile {
-            found: config.files_read().contains(&path),
+            read: config.files_read().contains(&path),
+            found: path.is_file(),
             path,
         })
         .collect()
@@ -231,8 +234,15 @@ fn sources(config: &Config, ui: &Ui) {
 
 fn source_lines(out: &mut String, files: &[SourceFile], p: Paint) {
     for file in files {
-        if file.found {
+        if file.read {
             let _ = writeln!(out, "  {} {}", p.ok("✓"), file.path.display());
+        } else if file.found {
+            let _ = writeln!(
+                out,
+                "  {} {} - skipped (see the warning below)",
+                p.bad("✗"),
+                file.path.display()
+            );
         } else {
             let _ = writeln!(out, "  {} {} - not found", p.bad("✗"), file.path.display());
         }

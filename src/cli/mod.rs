@@ -144,6 +144,10 @@ const LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
 fn parse_log_filter(text: &str) -> Result<String, BadLogFilter> {
     let bad = || BadLogFilter(text.to_owned());
     let word = text.trim();
+    if word.is_empty() {
+        // `ANYGPT_LOG=` (set, but to nothing) means the default, as an unset variable does.
+        return Ok(String::new());
+    }
     if !word.contains(['=', ',', ':', '[']) && !LEVELS.contains(&word.to_ascii_lowercase().as_str()) {
         return Err(bad());
     }
@@ -205,7 +209,8 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         // that a server failed, and why (its error, or `Progress`'s line).
         "warn,discovery::upstream::supervisor=error"
     };
-    init_logging(cli.log_level.as_deref().unwrap_or(default_filter), cli.log_arguments);
+    let filter = cli.log_level.as_deref().filter(|f| !f.is_empty());
+    init_logging(filter.unwrap_or(default_filter), cli.log_arguments);
     let ui = Ui::detect(cli.json, cli.quiet);
     let options = Options {
         config: cli.config,

@@ -25,10 +25,26 @@ pub(crate) fn read_document(path: &Path) -> Result<Value> {
     }
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
-    match extension(path).as_deref() {
-        Some("yaml" | "yml") => parse_yaml(&text, &origin),
+    parse_text(&text, extension(path).as_deref(), &origin)
+}
+
+/// Parse a file's text by its extension.
+fn parse_text(text: &str, extension: Option<&str>, origin: &str) -> Result<Value> {
+    // Notepad and other Windows tools save UTF-8 with a byte-order mark; the clients read it.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text.trim().is_empty() {
+        // Not "no servers": an emptied file is more often a save caught half-way, and a running
+        // gateway must keep serving the old config rather than stop every server.
+        return Err(Error::config(
+            origin,
+            "(file)",
+            "the file is empty: write a config into it; for no servers, `{\"discovery\": {\"servers\": []}}`",
+        ));
+    }
+    match extension {
+        Some("yaml" | "yml") => parse_yaml(text, origin),
         // Everything else is JSON: the clients' files all are, whatever they are called.
-        _ => parse_jsonc(&text, &origin),
+        _ => parse_jsonc(text, origin),
     }
 }
 
@@ -57,4 +73,29 @@ fn parse_yaml(text: &str, origin: &str) -> Result<Value> {
             .to_owned();
         Error::config(origin, at, format!("{message}: fix the YAML syntax there"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_byte_order_mark_is_read_past_in_json_and_yaml() {
+        let json = parse_text("\u{feff}{\"discovery\": {\"servers\": []}}", Some("json"), "c.json").unwrap();
+        assert!(json["discovery"]["servers"].is_array());
+        let yaml = parse_text("\u{feff}discovery:\n  servers: []\n", Some("yaml"), "c.yaml").unwrap();
+        assert!(yaml["discovery"]["servers"].is_array());
+    }
+
+    #[test]
+    fn an_empty_file_is_an_error_not_a_config_without_servers() {
+        for (text, extension) in [
+            ("", Some("json")),
+            (" \n\t", Some("jsonc")),
+            ("\u{feff}\n", Some("yaml")),
+        ] {
+            let error = parse_text(text, extension, "c").unwrap_err().to_string();
+            assert!(error.contains("the file is empty"), "{text:?}: {error}");
+        }
+    }
 }
