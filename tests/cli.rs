@@ -603,28 +603,26 @@ fn zero_config_path_and_sources_name_every_place() {
     let (code, sources) = run_here(&["config", "sources", "--json"]);
     assert_eq!(code, 0);
     let sources: Value = serde_json::from_str(&sources).unwrap();
-    let found: Vec<&str> = sources["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["found"] == true)
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let files_where = |key: &str| -> Vec<String> {
+        sources["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f[key] == true)
+            .map(|f| f["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
     assert_eq!(
-        found,
+        files_where("found"),
         [
             "[TMP]/home/.config/Claude/claude_desktop_config.json",
             "[TMP]/home/.cursor/mcp.json"
         ]
     );
-    let read: Vec<&str> = sources["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["read"] == true)
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
-    assert_eq!(read, ["[TMP]/home/.config/Claude/claude_desktop_config.json"]);
+    assert_eq!(
+        files_where("read"),
+        ["[TMP]/home/.config/Claude/claude_desktop_config.json"]
+    );
     let (_, human) = run_here(&["config", "sources"]);
     assert!(
         human.contains("✓ [TMP]/home/.config/Claude/claude_desktop_config.json"),
