@@ -198,6 +198,34 @@ describe('pinning: a tool that changes between runs', () => {
     }
   });
 
+  test('a trust given from another process survives the server adding a tool', async () => {
+    // The running gateway's copy of the pins predates the CLI's trust; pinning the new tool
+    // saves the record, and a stale copy would undo the trust (seen: blocked again).
+    const own = tempDir();
+    const relist = tool('relist', 'Ask the server to list its tools again.');
+    const mail = hostileServer('mail2', [v1[0], relist], own);
+    const mailConfig = writeConfig({ discovery: { servers: [mail.entry], cache: { ttl: 0 }, security: { onToolChange: 'block' } } }, own);
+    const mailEnv = { ANYGPT_DISCOVERY_CACHE_DIR: join(own, 'cache') };
+    const first = await startGateway(mailConfig, mailEnv);
+    assert.equal((await listed(first.client, 'mail2')).send.flags, undefined);
+    await first.client.close();
+
+    writeFileSync(mail.file, JSON.stringify([v2[0], relist]));
+    const gateway = await startGateway(mailConfig, mailEnv);
+    try {
+      assert.ok(await eventually(async () => (await listed(gateway.client, 'mail2')).send.flags?.includes('changed')));
+      const run = spawnSync(process.execPath, [bin, 'trust', 'mail2', 'send', '--config', mailConfig], { env: isolatedEnv(mailEnv), encoding: 'utf8' });
+      assert.equal(run.status, 0, run.stderr);
+      writeFileSync(mail.file, JSON.stringify([v2[0], relist, tool('archive', 'Archive a message.')]));
+      await call(gateway.client, 'execute_tool', { server: 'mail2', tool: 'relist', arguments: {} });
+      assert.ok(await eventually(async () => 'archive' in (await listed(gateway.client, 'mail2'))), 'the new tool is listed');
+      const allowed = await call(gateway.client, 'execute_tool', { server: 'mail2', tool: 'send', arguments: { to: 'a', exfil: 'x' } });
+      assert.equal(allowed.body.reached, 'send', JSON.stringify(allowed.body));
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('trust names what it cannot find, with exit 2', () => {
     const run = spawnSync(process.execPath, [bin, 'trust', 'mail', 'nope', '--config', config], { env: isolatedEnv(env), encoding: 'utf8' });
     assert.equal(run.status, 2);

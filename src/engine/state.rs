@@ -380,7 +380,7 @@ impl State {
         let changes = {
             let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
             let changes = catalog.set_server_tools(server, tools, self.config.rules());
-            self.review_trust(&mut catalog, server, false);
+            self.review_trust(&mut catalog, server, true);
             changes
         };
         log_changes(server, &changes);

@@ -14,12 +14,13 @@ use super::state::State;
 
 impl State {
     /// Mark `server`'s entries: how each differs from its pinned version (pinning tools seen
-    /// for the first time) and whether its name shadows another server's. `reread` reads the
-    /// pins from disk again (another process may have trusted a tool). Logs changed tools by
-    /// name unless rereading.
-    pub(super) fn review_trust(&self, catalog: &mut IndexedCatalog, server: &str, reread: bool) {
-        self.review_pins(server, reread, |review| catalog.annotate(server, review));
-        catalog.annotate(server, |entry| self.mark_shadowing(server, entry, !reread));
+    /// for the first time) and whether its name shadows another server's. The pins are read
+    /// from disk again first: another process may have trusted a tool, and pinning a new tool
+    /// saves the record, so a stale copy would undo that trust. With `log`, changed and flagged
+    /// tools are logged by name.
+    pub(super) fn review_trust(&self, catalog: &mut IndexedCatalog, server: &str, log: bool) {
+        self.review_pins(server, true, |review| catalog.annotate(server, review));
+        catalog.annotate(server, |entry| self.mark_shadowing(server, entry, log));
     }
 
     /// [`State::review_trust`] for entries not in the catalog yet: snapshots are reviewed on
@@ -158,7 +159,7 @@ impl State {
         blocks(entry)?;
         let server = entry.server.as_str();
         let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
-        self.review_trust(&mut catalog, server, true);
+        self.review_trust(&mut catalog, server, false);
         let fresh = catalog.tool(server, entry.name())?;
         blocks(fresh)
     }
