@@ -15,7 +15,9 @@
 //! that runs `loadJsConfig` (jiti without its module cache) on Node's thread.
 //!
 //! Each file's folder is watched rather than the file itself: editors and atomic writers
-//! replace a file by renaming another over it, which ends a watch on the file.
+//! replace a file by renaming another over it, which ends a watch on the file. A config that
+//! is a symlink (dotfile managers link them so) is watched at both ends: the link, which may
+//! be pointed elsewhere, and its target, where the edits happen.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -270,9 +272,20 @@ fn asks(event: &notify::Event, mailbox: &Mailbox) -> bool {
         && event.paths.iter().any(|p| mailbox.is_request(p))
 }
 
+/// `files` made absolute, each followed by its resolved target when it is a symlink.
 fn absolute(files: &[PathBuf]) -> Vec<PathBuf> {
     let here = std::env::current_dir().unwrap_or_default();
-    files.iter().map(|f| here.join(f)).collect()
+    let mut all = Vec::with_capacity(files.len());
+    for file in files.iter().map(|f| here.join(f)) {
+        let target = file
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+            .then(|| std::fs::canonicalize(&file).ok())
+            .flatten();
+        all.push(file);
+        all.extend(target);
+    }
+    all
 }
 
 #[cfg(test)]
@@ -329,5 +342,19 @@ mod tests {
         assert_eq!(began.elapsed().as_millis() / 10, 40, "{:?}", began.elapsed());
         sender.await.unwrap();
         assert!(changes.try_recv().is_err(), "the burst was absorbed");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_linked_config_is_watched_at_the_link_and_at_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let dotfiles = dir.path().join("dotfiles");
+        std::fs::create_dir(&dotfiles).unwrap();
+        let target = dotfiles.join("c.json");
+        std::fs::write(&target, "{}").unwrap();
+        let link = dir.path().join("c.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let watched = absolute(std::slice::from_ref(&link));
+        assert_eq!(watched, [link, std::fs::canonicalize(&target).unwrap()]);
     }
 }

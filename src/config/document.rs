@@ -1,5 +1,9 @@
 //! Reading one config or client file into a JSON value: JSON with comments and trailing
 //! commas, or YAML, by extension; syntax errors named with their line and column.
+//!
+//! A file that says which commands run as the user must be the user's alone to change: one
+//! writable by group or others is refused before it is read ([`check_writers`]), as ssh
+//! refuses such key and config files.
 
 use std::path::Path;
 
@@ -23,9 +27,43 @@ pub(crate) fn read_document(path: &Path) -> Result<Value> {
              the native binary reads JSON and YAML",
         ));
     }
+    check_writers(path)?;
     let text = std::fs::read_to_string(path)
         .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
     parse_text(&text, extension(path).as_deref(), &origin)
+}
+
+/// Refuse a config file that users other than its owner may write (group or others), naming
+/// the `chmod` that fixes it. A symlink is judged by its target, the file actually read. A file
+/// that cannot be examined passes here: reading it reports why.
+///
+/// # Errors
+/// `CONFIGURATION_ERROR` at `(file)` for a group- or world-writable file.
+pub fn check_writers(path: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(metadata) = std::fs::metadata(path) else {
+            return Ok(());
+        };
+        let mode = metadata.permissions().mode();
+        if mode & 0o022 != 0 {
+            let who = if mode & 0o002 != 0 { "every user" } else { "its group" };
+            return Err(Error::config(
+                path.display().to_string(),
+                "(file)",
+                format!(
+                    "the file is writable by {who} (mode {:o}), who could make the gateway run commands as you; \
+                     refused until only you can write it: chmod go-w '{}'",
+                    mode & 0o777,
+                    path.display()
+                ),
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// Parse a file's text by its extension.
@@ -97,5 +135,26 @@ mod tests {
             let error = parse_text(text, extension, "c").unwrap_err().to_string();
             assert!(error.contains("the file is empty"), "{text:?}: {error}");
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_others_can_write_is_refused_with_the_chmod_that_fixes_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.json");
+        std::fs::write(&path, "{}").unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        for (mode, who) in [(0o664, "its group"), (0o646, "every user")] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            for file in [&path, &link] {
+                let text = read_document(file).unwrap_err().to_string();
+                assert!(text.contains(who), "{text}");
+                assert!(text.contains(&format!("chmod go-w '{}'", file.display())), "{text}");
+            }
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(read_document(&link).is_ok());
     }
 }
