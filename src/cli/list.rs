@@ -1,6 +1,8 @@
 //! `list [--status] [--tools]`: the configured servers (seed 003 "anygpt mcp list").
 //! Exit 0; a configuration error is 2 (before the command runs).
 
+use std::fmt::Write as _;
+
 use clap::Args;
 
 use super::output::{exit, human};
@@ -45,7 +47,7 @@ pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
     ui.result(&listed, || {
         let mut out = human::servers(&servers, args.status, args.tools, ui.out, ui.width);
         for skip in &skipped {
-            out.push_str(&format!("{} {}\n", ui.out.warn("skipped:"), skip.line()));
+            let _ = writeln!(out, "{} {}", ui.out.warn("skipped:"), skip.line());
         }
         out
     });

@@ -231,7 +231,7 @@ pub fn keeps_what_it_had(current: &crate::config::Config, next: &crate::config::
             .find(|s| &s.place == place && s.reason == Why::Changed)
         {
             return Err(crate::error::Error::config(
-                &place.shown(),
+                place.shown(),
                 "(file)",
                 format!(
                     "changed since it was approved, so the new version is not used and the servers it gave keep running as they were; approve it to use it: `{}`",
