@@ -12,6 +12,7 @@ import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { hostTriple } from '../scripts/host.mjs';
+import { createEngine } from '../index.js';
 import { bin, call, isolatedEnv, root, serverPaths, tempDir, waitFor } from './helpers.mjs';
 
 const native = join(root, 'target', hostTriple(), 'debug/anygpt-discovery');
@@ -327,6 +328,51 @@ describe('a served project anygpt.config.ts (npm bin)', () => {
       assert.equal(existsSync(evaluated), true);
     } finally {
       await g.close();
+    }
+  });
+});
+
+describe('the Node API', () => {
+  test('createEngine() neither evaluates an unapproved project TS file nor re-evaluates it once changed', async () => {
+    const m = machine();
+    const evaluated = join(m.dir, 'evaluated');
+    const file = put(
+      join(m.project, 'anygpt.config.ts'),
+      `import { appendFileSync } from 'node:fs'\nappendFileSync(${JSON.stringify(evaluated)}, 'x')\nexport default { discovery: { servers: [] } }\n`,
+    );
+    const saved = { cwd: process.cwd(), env: { ...process.env } };
+    Object.assign(process.env, {
+      HOME: m.home,
+      XDG_CONFIG_HOME: m.env.XDG_CONFIG_HOME,
+      ANYGPT_DISCOVERY_STATE_DIR: m.state,
+      ANYGPT_DISCOVERY_CACHE_DIR: m.env.ANYGPT_DISCOVERY_CACHE_DIR,
+    });
+    delete process.env.ANYGPT_DISCOVERY_CONFIG;
+    process.chdir(m.project);
+    try {
+      const unapproved = await createEngine();
+      assert.equal(existsSync(evaluated), false, 'an unapproved TS file was evaluated');
+      assert.equal(unapproved.getConfig().discovery.servers.length, 0);
+      await unapproved.close();
+      assert.equal(run(faces[1], m, ['allow', file]).status, 0);
+      const engine = await createEngine();
+      try {
+        assert.equal(readFileSync(evaluated, 'utf8'), 'x');
+        writeFileSync(file, readFileSync(file, 'utf8') + '// changed\n');
+        await assert.rejects(engine.reload(), (error) => {
+          assert.equal(error.code, 'CONFIGURATION_ERROR');
+          assert.match(error.message, /not approved in its current version/);
+          assert.ok(error.message.includes(`anygpt-discovery allow ${file}`), error.message);
+          return true;
+        });
+        assert.equal(readFileSync(evaluated, 'utf8'), 'x', 'the changed file was evaluated');
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      process.chdir(saved.cwd);
+      for (const key of Object.keys(process.env)) if (!(key in saved.env)) delete process.env[key];
+      Object.assign(process.env, saved.env);
     }
   });
 });
