@@ -309,10 +309,12 @@ mod tests {
     fn objects_and_scripts_are_not_watched() {
         assert!(config_files(&config_from("<object>"), true).is_empty());
         assert!(config_files(&config_from("/x/anygpt.config.ts"), false).is_empty());
-        assert_eq!(
-            config_files(&config_from("/x/anygpt.config.ts"), true),
-            [PathBuf::from("/x/anygpt.config.ts")]
-        );
+        // With the approvals, so `allow` and `deny` apply to a serving gateway at once.
+        let approvals = crate::consent::Approvals::path_for(&crate::config::Environment::current());
+        let expected: Vec<PathBuf> = std::iter::once(PathBuf::from("/x/anygpt.config.ts"))
+            .chain(approvals)
+            .collect();
+        assert_eq!(config_files(&config_from("/x/anygpt.config.ts"), true), expected);
     }
 
     #[test]

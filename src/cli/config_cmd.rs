@@ -273,7 +273,7 @@ fn sources(config: &Config, ui: &Ui) {
         if report.files.is_empty() {
             out.push_str("  none (the config imports no other client's servers)\n");
         }
-        source_lines(&mut out, &report.files, p);
+        source_lines(&mut out, &report.files, config.skipped(), p);
         if !report.skipped.is_empty() {
             let _ = write!(out, "\n{}\n", p.bold("Not used until approved:"));
             for skip in report.skipped {
@@ -294,9 +294,20 @@ fn sources(config: &Config, ui: &Ui) {
     });
 }
 
-fn source_lines(out: &mut String, files: &[SourceFile], p: Paint) {
+fn source_lines(out: &mut String, files: &[SourceFile], skipped: &[crate::consent::Skipped], p: Paint) {
     for file in files {
-        if file.read {
+        let unapproved = skipped
+            .iter()
+            .find(|s| s.place.section.is_none() && s.place.file == file.path);
+        if let Some(skip) = unapproved {
+            let _ = writeln!(
+                out,
+                "  {} {} - not used until approved: {}",
+                p.bad("✗"),
+                file.path.display(),
+                skip.fix
+            );
+        } else if file.read {
             let _ = writeln!(out, "  {} {}", p.ok("✓"), file.path.display());
         } else if file.found {
             let _ = writeln!(
@@ -355,7 +366,7 @@ fn show_human(config: &Config, section: &DiscoverySection, ui: &Ui) -> String {
     let files = source_files(config);
     if !files.is_empty() {
         let _ = write!(out, "\n{}\n", p.bold(&format!("Sources ({}):", files.len())));
-        source_lines(&mut out, &files, p);
+        source_lines(&mut out, &files, config.skipped(), p);
     }
     let _ = write!(
         out,
