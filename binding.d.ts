@@ -88,6 +88,13 @@ export declare class DiscoveryEngine {
 }
 export type JsDiscoveryEngine = DiscoveryEngine
 
+/**
+ * Whether the command line `args` (without the program name) needs the config: the npm bin
+ * evaluates a TS/JS config only then, never for `--help`, `--version`, `completions`,
+ * `allow`, `deny`, `config path` or a command line that does not parse.
+ */
+export declare function commandNeedsConfig(args: Array<string>): boolean
+
 /** Options of `executeTool`. */
 export interface ExecuteToolOptions {
   /**

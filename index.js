@@ -133,7 +133,13 @@ async function createEngine(options = {}) {
   // here (a bad file rejects with CONFIGURATION_ERROR and the current config keeps serving).
   const reload = engine.reload
   engine.reload = async function (config) {
-    return reload.call(this, config === undefined ? (await loadJsConfig(loaded.path)).value : config)
+    if (config !== undefined) return reload.call(this, config)
+    // A project file is evaluated again only while the search still chooses it: once it
+    // changed since its approval (or was denied), it is not run again.
+    if (options.config === undefined && binding.locateConfig(undefined).file !== loaded.path) {
+      throw withCode(new Error(`CONFIGURATION_ERROR: ${loaded.path}: not approved in its current version, so it is not evaluated again; still serving what it had. Approve it: \`anygpt-discovery allow ${loaded.path}\``))
+    }
+    return reload.call(this, (await loadJsConfig(loaded.path)).value)
   }
   return engine
 }
@@ -149,9 +155,12 @@ const COMMANDS = new Set(['list', 'search', 'tools', 'inspect', 'execute', 'conf
  * makes a server reload its config and stops a command.
  */
 async function runCli(args = process.argv.slice(2)) {
-  let config
+  let config = {}
   try {
-    config = await loadConfig(binding.locateConfig, configArg(args))
+    // A TS/JS config is code: evaluated only for a command that reads the config (never for
+    // --help, --version, completions, allow, deny or config path), and only once the search
+    // order chose it (a project file only when approved).
+    if (binding.commandNeedsConfig(args)) config = await loadConfig(binding.locateConfig, configArg(args))
   } catch (error) {
     process.stderr.write(`error: ${error && error.message}\n`)
     return args.some((arg) => COMMANDS.has(arg)) ? 2 : 1

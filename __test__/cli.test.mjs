@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bin, demoConfig, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
+import { allow, bin, demoConfig, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
 
 /** Run `runCli(args)` in a fresh Node process (it writes to that process's stdout). */
 function runCliInNode(args, options = {}) {
@@ -81,11 +81,19 @@ describe('runCli', () => {
       join(dir, '.anygpt', 'mcp-discovery.config.ts'),
       `const name: string = 'ev'\nexport default { discovery: { servers: [{ name, connection: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(serverPaths.everything)}] } }] } }\n`,
     );
-    const listed = runBin(['list', '--json'], { cwd: dir });
+    const file = join(dir, '.anygpt', 'mcp-discovery.config.ts');
+    const env = isolatedEnv();
+    allow(file, { cwd: dir, env });
+    const listed = runBin(['list', '--json'], { cwd: dir, env });
     assert.equal(listed.status, 0, listed.stderr);
     assert.deepEqual(JSON.parse(listed.stdout).servers.map((s) => s.name), ['ev']);
-    writeFileSync(join(dir, '.anygpt', 'mcp-discovery.config.ts'), "throw new Error('boom')\n");
-    const broken = runBin(['list'], { cwd: dir });
+    writeFileSync(file, "throw new Error('boom')\n");
+    // Changed since approved: not evaluated until approved again.
+    const unapproved = runBin(['list', '--json'], { cwd: dir, env });
+    assert.equal(unapproved.status, 0, unapproved.stderr);
+    assert.deepEqual(JSON.parse(unapproved.stdout).skipped.map((s) => [s.file, s.reason]), [[file, 'changed']]);
+    allow(file, { cwd: dir, env });
+    const broken = runBin(['list'], { cwd: dir, env });
     assert.equal(broken.status, 2);
     assert.match(broken.stderr, /cannot load config: boom/);
   });

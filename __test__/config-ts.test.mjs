@@ -8,7 +8,7 @@ import { after, describe, test } from 'node:test';
 import { createEngine, defineConfig } from '../index.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { bin, call, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
+import { allow, bin, call, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
 
 // The engine runs in this process too: keep its snapshots and audit log out of the user's folders.
 process.env.ANYGPT_DISCOVERY_CACHE_DIR = tempDir('anygpt-discovery-cache-');
@@ -49,6 +49,8 @@ describe('anygpt.config.ts', () => {
     const home = tempDir('anygpt-discovery-home-');
     const env = isolatedEnv({ HOME: home });
     delete env.ANYGPT_DISCOVERY_CONFIG;
+    // A project file: used once approved (see consent.test.mjs for before).
+    allow(file, { cwd: project, env });
     const t = new StdioClientTransport({ command: process.execPath, args: [bin], cwd: project, env, stderr: 'pipe' });
     let log = '';
     t.stderr?.on('data', (c) => {
@@ -83,11 +85,12 @@ describe('anygpt.config.ts', () => {
     });
 
     test('createEngine() follows the search order from the working folder', async () => {
-      const { project } = tsProject();
+      const { project, file } = tsProject();
       const before = { cwd: process.cwd(), home: process.env.HOME };
       process.chdir(project);
       process.env.HOME = tempDir('anygpt-discovery-home-');
       try {
+        allow(file, { cwd: project, env: process.env });
         const engine = await createEngine();
         engines.push(engine);
         assert.deepEqual((await engine.listServers()).map((s) => s.name), ['notes']);

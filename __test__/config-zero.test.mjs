@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { bin, call, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
+import { allow, bin, call, isolatedEnv, root, serverPaths, tempDir } from './helpers.mjs';
 
 const fixtures = join(root, 'tests/fixtures/configs');
 
@@ -15,9 +15,10 @@ function machine() {
   const dir = tempDir('anygpt-discovery-machine-');
   const home = join(dir, 'home');
   const project = join(dir, 'project');
+  const state = join(dir, 'state');
   mkdirSync(home, { recursive: true });
   mkdirSync(project, { recursive: true });
-  return { home, project };
+  return { home, project, state };
 }
 
 /** Write `text` (an object is JSON) to `path`, creating folders. */
@@ -37,12 +38,12 @@ function userEnv(home, more = {}) {
 }
 
 /** Start the bin in `cwd` with `args` and connect the official client. */
-async function gateway({ home, project }, args = [], more = {}) {
+async function gateway({ home, project, state }, args = [], more = {}) {
   const transport = new StdioClientTransport({
     command: process.execPath,
     args: [bin, ...args],
     cwd: project,
-    env: userEnv(home, more),
+    env: userEnv(home, { ANYGPT_DISCOVERY_STATE_DIR: state, ...more }),
     stderr: 'pipe',
   });
   let stderr = '';
@@ -52,6 +53,11 @@ async function gateway({ home, project }, args = [], more = {}) {
   const client = new Client({ name: 'config-tests', version: '0.0.0' });
   await client.connect(transport);
   return { client, stderr: () => stderr, close: () => client.close() };
+}
+
+/** `anygpt-discovery allow path` on machine `m`. */
+function approved(m, path) {
+  allow(path, { cwd: m.project, env: userEnv(m.home, { ANYGPT_DISCOVERY_STATE_DIR: m.state }) });
 }
 
 function serverNames(body) {
@@ -140,8 +146,9 @@ describe('search order', () => {
     const levels = [
       ['home-anygpt', () => level(join(m.home, 'anygpt.config.yaml'), 'home-anygpt')],
       ['home-own', () => level(join(m.home, '.anygpt/mcp-discovery.config.jsonc'), 'home-own')],
-      ['project-anygpt', () => level(join(m.project, 'anygpt.config.ts'), 'project-anygpt')],
-      ['project-own', () => level(join(m.project, '.anygpt/mcp-discovery.config.json'), 'project-own')],
+      // A project file wins once its user approved it (unapproved, see consent.test.mjs).
+      ['project-anygpt', () => approved(m, level(join(m.project, 'anygpt.config.ts'), 'project-anygpt'))],
+      ['project-own', () => approved(m, level(join(m.project, '.anygpt/mcp-discovery.config.json'), 'project-own'))],
       ['by-env', () => level(envFile, 'by-env'), [], { ANYGPT_DISCOVERY_CONFIG: envFile }],
       ['by-flag', () => level(flagFile, 'by-flag'), ['--config', flagFile], { ANYGPT_DISCOVERY_CONFIG: envFile }],
     ];

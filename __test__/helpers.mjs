@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const bin = join(root, 'bin/anygpt-discovery.js');
@@ -39,6 +39,17 @@ export function isolatedEnv(env = {}) {
     ANYGPT_DISCOVERY_TOKEN_STORE: 'file',
     ...env,
   };
+}
+
+/**
+ * Approve a project config as its user would, `anygpt-discovery allow FILE` through the bin,
+ * from `cwd` with `env` (whose ANYGPT_DISCOVERY_STATE_DIR keeps the approval). Throws with
+ * the bin's output when it fails.
+ */
+export function allow(file, { cwd, env }) {
+  const result = spawnSync(process.execPath, [bin, 'allow', file], { cwd, env, encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`allow ${file} exited ${result.status}: ${result.stderr}${result.stdout}`);
+  return result;
 }
 
 /** A fresh temporary folder. */

@@ -31,6 +31,7 @@ pub(crate) mod audit;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod consent;
 pub mod engine;
 pub mod error;
 pub mod gateway;

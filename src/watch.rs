@@ -93,20 +93,27 @@ impl Drop for LiveReload {
 /// one is noticed). None for an object. A TS/JS config: the file itself when it can be
 /// evaluated again (`js_reloads`; the modules it imports are not watched), else none, said
 /// once in the log.
+/// With them, the approvals of project configs: `allow` and `deny` apply at once.
 #[must_use]
 pub fn config_files(config: &Config, js_reloads: bool) -> Vec<PathBuf> {
     let origin = config.origin.as_str();
     if origin == "<object>" {
         return Vec::new();
     }
-    if is_js_config(Path::new(origin)) {
+    let mut files = if is_js_config(Path::new(origin)) {
         if js_reloads {
-            return vec![PathBuf::from(origin)];
+            vec![PathBuf::from(origin)]
+        } else {
+            tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
+            return Vec::new();
         }
-        tracing::info!(config = %origin, "TS/JS config: changes apply when the gateway restarts");
-        return Vec::new();
-    }
-    config.files_to_watch()
+    } else {
+        config.files_to_watch()
+    };
+    files.extend(crate::consent::Approvals::path_for(
+        &crate::config::Environment::current(),
+    ));
+    files
 }
 
 /// Serve `engine`'s config live: watch `files`, register the gateway in the state directory
@@ -205,6 +212,19 @@ struct HowToReload {
 
 impl HowToReload {
     async fn reload(&self) -> crate::Result<crate::engine::ReloadSummary> {
+        // A project TS/JS config is code: evaluated again only while its approval holds.
+        // Otherwise the search runs again in Rust, which passes it over (and a change to it
+        // keeps what the gateway had, `consent::keeps_what_it_had`).
+        if self.reevaluate.is_some() && self.engine.config_scope() == crate::consent::Scope::Project {
+            let place = crate::consent::Place::file(Path::new(&self.origin));
+            let env = crate::config::Environment::current();
+            if !matches!(
+                crate::consent::verdict(&place, &env),
+                crate::consent::Verdict::Approved(_)
+            ) {
+                return self.engine.reload(None).await;
+            }
+        }
         match reevaluated(self.reevaluate.as_ref(), &self.origin).await {
             Some(Ok(config)) => self.engine.reload(Some(config)).await,
             Some(Err(error)) => Err(error),
@@ -302,10 +322,12 @@ mod tests {
     fn objects_and_scripts_are_not_watched() {
         assert!(config_files(&config_from("<object>"), true).is_empty());
         assert!(config_files(&config_from("/x/anygpt.config.ts"), false).is_empty());
-        assert_eq!(
-            config_files(&config_from("/x/anygpt.config.ts"), true),
-            [PathBuf::from("/x/anygpt.config.ts")]
-        );
+        // With the approvals, so `allow` and `deny` apply to a serving gateway at once.
+        let approvals = crate::consent::Approvals::path_for(&crate::config::Environment::current());
+        let expected: Vec<PathBuf> = std::iter::once(PathBuf::from("/x/anygpt.config.ts"))
+            .chain(approvals)
+            .collect();
+        assert_eq!(config_files(&config_from("/x/anygpt.config.ts"), true), expected);
     }
 
     #[test]

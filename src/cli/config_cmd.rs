@@ -32,6 +32,12 @@ pub enum ConfigCommand {
     Reload(super::reload::ReloadArgs),
 }
 
+/// Whether `command` reads the config (`path` and `reload` only locate it).
+#[must_use]
+pub fn reads_config(command: ConfigCommand) -> bool {
+    !matches!(command, ConfigCommand::Path | ConfigCommand::Reload(_))
+}
+
 pub fn run(command: ConfigCommand, options: &Options, ui: &Ui) -> i32 {
     match command {
         ConfigCommand::Path => path(options, ui),
@@ -60,13 +66,32 @@ fn chosen_by(located: &Located) -> Option<&'static str> {
     })
 }
 
-/// `config path --json`: `{"file": path|null, "chosenBy": "--config"|"ANYGPT_DISCOVERY_CONFIG"|"search"|null, "looked": [...]}`.
+/// `config path --json`: `{"file": path|null, "chosenBy": "--config"|"ANYGPT_DISCOVERY_CONFIG"|"search"|null,
+/// "scope": "user"|"project", "looked": [...], "skipped": [{file, reason, fix}], "shadowed": [path]}`:
+/// `skipped` are project configs passed over for want of approval, `shadowed` files later in
+/// the order that lost to `file`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct PathReport<'a> {
     file: Option<&'a PathBuf>,
     chosen_by: Option<&'static str>,
+    scope: crate::consent::Scope,
     looked: &'a [String],
+    skipped: &'a [crate::consent::Skipped],
+    shadowed: &'a [PathBuf],
+}
+
+/// Why the winner won, in words.
+fn why_chosen(located: &Located) -> &'static str {
+    match (located.chosen, located.scope) {
+        (Some(Chosen::Flag), _) => "named by --config: your own file",
+        (Some(Chosen::EnvVar), _) => "named by $ANYGPT_DISCOVERY_CONFIG: your own file",
+        (Some(Chosen::Search), crate::consent::Scope::Project) => {
+            "a project config you approved; it comes before your own in the search order"
+        }
+        (Some(Chosen::Search), crate::consent::Scope::User) => "your own config, found by the search order",
+        (None, _) => "",
+    }
 }
 
 fn path(options: &Options, ui: &Ui) -> i32 {
@@ -74,17 +99,44 @@ fn path(options: &Options, ui: &Ui) -> i32 {
     let report = PathReport {
         file: located.file.as_ref(),
         chosen_by: chosen_by(&located),
+        scope: located.scope,
         looked: &located.looked,
+        skipped: &located.skipped,
+        shadowed: &located.shadowed,
     };
     ui.result(&report, || {
         let p = ui.out;
-        let mut out = match (&located.file, report.chosen_by) {
-            (Some(file), Some(by)) => format!("{} {} (from {by})\n", p.bold("Config file:"), file.display()),
-            _ => format!(
+        let mut out = match &located.file {
+            Some(file) => format!(
+                "{} {} ({})\n",
+                p.bold("Config file:"),
+                file.display(),
+                why_chosen(&located)
+            ),
+            None => format!(
                 "{} none: zero-config imports every MCP client's config found (`config sources` lists them)\n",
                 p.bold("Config file:")
             ),
         };
+        for skip in &located.skipped {
+            let _ = writeln!(out, "{} {}", p.warn("Not used:"), skip.line());
+        }
+        if !located.skipped.is_empty() {
+            let instead = if located.file.is_some() {
+                "the file above is used instead"
+            } else {
+                "zero-config is used instead"
+            };
+            let _ = writeln!(out, "  (an unapproved project config never wins: {instead})");
+        }
+        for file in &located.shadowed {
+            let _ = writeln!(
+                out,
+                "{} {} (later in the search order)",
+                p.dim("Also found, not used:"),
+                file.display()
+            );
+        }
         let _ = write!(out, "\n{}\n", p.bold("Search order:"));
         for (i, place) in located.looked.iter().enumerate() {
             let _ = writeln!(out, "  {}. {place}", i + 1);
@@ -175,13 +227,16 @@ struct SourceFile {
     read: bool,
 }
 
-/// `config sources --json`: `{"origin","files":[{path,found,read}],"notes":[…],"warnings":[…]}`.
+/// `config sources --json`: `{"origin","files":[{path,found,read}],"notes":[…],"warnings":[…],
+/// "skipped":[{file, section?, reason, note?, fix}]}` (`skipped`: project configs not used for
+/// want of approval, each with the command that approves it).
 #[derive(Serialize)]
 struct SourcesReport<'a> {
     origin: &'a str,
     files: Vec<SourceFile>,
     notes: &'a [String],
     warnings: &'a [String],
+    skipped: &'a [crate::consent::Skipped],
 }
 
 /// Client files looked at (the config file itself left out), each found or not.
@@ -205,6 +260,7 @@ fn sources(config: &Config, ui: &Ui) {
         files: source_files(config),
         notes: config.notes(),
         warnings: config.warnings(),
+        skipped: config.skipped(),
     };
     ui.result(&report, || {
         let p = ui.out;
@@ -217,7 +273,13 @@ fn sources(config: &Config, ui: &Ui) {
         if report.files.is_empty() {
             out.push_str("  none (the config imports no other client's servers)\n");
         }
-        source_lines(&mut out, &report.files, p);
+        source_lines(&mut out, &report.files, config.skipped(), p);
+        if !report.skipped.is_empty() {
+            let _ = write!(out, "\n{}\n", p.bold("Not used until approved:"));
+            for skip in report.skipped {
+                let _ = writeln!(out, "  {} {}", p.warn("!"), skip.line());
+            }
+        }
         if !report.notes.is_empty() {
             let _ = write!(out, "\n{}\n", p.bold("What was found:"));
             // Not wrapped: most notes are paths, which a terminal can still open whole.
@@ -232,9 +294,20 @@ fn sources(config: &Config, ui: &Ui) {
     });
 }
 
-fn source_lines(out: &mut String, files: &[SourceFile], p: Paint) {
+fn source_lines(out: &mut String, files: &[SourceFile], skipped: &[crate::consent::Skipped], p: Paint) {
     for file in files {
-        if file.read {
+        let unapproved = skipped
+            .iter()
+            .find(|s| s.place.section.is_none() && s.place.file == file.path);
+        if let Some(skip) = unapproved {
+            let _ = writeln!(
+                out,
+                "  {} {} - not used until approved: {}",
+                p.bad("✗"),
+                file.path.display(),
+                skip.fix
+            );
+        } else if file.read {
             let _ = writeln!(out, "  {} {}", p.ok("✓"), file.path.display());
         } else if file.found {
             let _ = writeln!(
@@ -293,7 +366,7 @@ fn show_human(config: &Config, section: &DiscoverySection, ui: &Ui) -> String {
     let files = source_files(config);
     if !files.is_empty() {
         let _ = write!(out, "\n{}\n", p.bold(&format!("Sources ({}):", files.len())));
-        source_lines(&mut out, &files, p);
+        source_lines(&mut out, &files, config.skipped(), p);
     }
     let _ = write!(
         out,

@@ -1,6 +1,8 @@
 //! `list [--status] [--tools]`: the configured servers (seed 003 "anygpt mcp list").
 //! Exit 0; a configuration error is 2 (before the command runs).
 
+use std::fmt::Write as _;
+
 use clap::Args;
 
 use super::output::{exit, human};
@@ -19,10 +21,14 @@ pub struct ListArgs {
     tools: bool,
 }
 
-/// `{"servers":[{name, description?, toolCount, enabledCount, status, error?}]}` with `--json`.
+/// `{"servers":[{name, description?, toolCount, enabledCount, status, error?}],
+/// "skipped":[{file, section?, reason, note?, fix}]}` with `--json` (`skipped`: project
+/// configs not used for want of approval, omitted when none).
 #[derive(serde::Serialize)]
 struct Listed<'a> {
     servers: &'a [crate::engine::ServerInfo],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    skipped: &'a [crate::consent::Skipped],
 }
 
 pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
@@ -33,8 +39,17 @@ pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
         }
     }
     let ui = &ctx.ui;
-    ui.result(&Listed { servers: &servers }, || {
-        human::servers(&servers, args.status, args.tools, ui.out, ui.width)
+    let skipped = ctx.engine.skipped();
+    let listed = Listed {
+        servers: &servers,
+        skipped: &skipped,
+    };
+    ui.result(&listed, || {
+        let mut out = human::servers(&servers, args.status, args.tools, ui.out, ui.width);
+        for skip in &skipped {
+            let _ = writeln!(out, "{} {}", ui.out.warn("skipped:"), skip.line());
+        }
+        out
     });
     exit::OK
 }

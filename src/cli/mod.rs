@@ -20,6 +20,7 @@ use crate::engine::Engine;
 mod auth;
 mod completions;
 mod config_cmd;
+mod consent_cmd;
 mod examples;
 mod execute;
 mod help;
@@ -113,6 +114,11 @@ enum Command {
     Completions(completions::CompletionsArgs),
     /// Sign in to servers that need it: `auth login|status|logout [server]`.
     Auth(auth::AuthArgs),
+    /// Approve a project config (default: every one in this folder) after showing what it
+    /// would run; `--list` the approvals.
+    Allow(consent_cmd::AllowArgs),
+    /// Deny a project config (default: every one in this folder): nothing from it runs.
+    Deny(consent_cmd::DenyArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -220,6 +226,8 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
     match command {
         Command::Serve => serve(options, shutdown).await,
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
+        Command::Allow(args) => consent_cmd::allow(&args, &ui),
+        Command::Deny(args) => consent_cmd::deny(&args, &ui),
         Command::Config(action) => config_cmd::run(action, &options, &ui),
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
@@ -229,6 +237,23 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
             Ok(engine) => run_command(command, engine, ui, shutdown).await,
             Err(code) => code,
         },
+    }
+}
+
+/// Whether the command line `args` (the program name first) needs the config: what decides
+/// whether the npm bin evaluates a TS/JS config before running it. A command line that does
+/// not parse, `--help`, `--version`, `completions`, `allow`, `deny`, `config path`,
+/// `config reload` and anything run over `--catalog` need none.
+#[must_use]
+pub fn needs_config(args: impl IntoIterator<Item = String>) -> bool {
+    let Ok(cli) = Cli::try_parse_from(args) else {
+        return false;
+    };
+    match cli.command {
+        Some(Command::Completions(_) | Command::Allow(_) | Command::Deny(_)) => false,
+        Some(Command::Config(action)) => config_cmd::reads_config(action),
+        Some(Command::Serve | Command::Auth(_)) | None => true,
+        Some(_) => cli.catalog.is_none(),
     }
 }
 
@@ -344,7 +369,12 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Inspect(args) => inspect::run(&args, &ctx).await,
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
-            Command::Serve | Command::Config(_) | Command::Completions(_) | Command::Auth(_) => {
+            Command::Serve
+            | Command::Config(_)
+            | Command::Completions(_)
+            | Command::Auth(_)
+            | Command::Allow(_)
+            | Command::Deny(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }
@@ -442,6 +472,9 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate
     for warning in config.warnings() {
         tracing::warn!("{warning}");
     }
+    for skipped in config.skipped() {
+        tracing::warn!("{}", skipped.line());
+    }
     if config.servers().is_empty() {
         tracing::warn!(
             "no servers configured: add them to ./.anygpt/mcp-discovery.config.json (or any MCP client's config) and restart"
@@ -452,11 +485,12 @@ fn resolve_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate
 
 /// The config, without reporting on it (the `config` commands show it themselves).
 fn load_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::Result<Config> {
+    let env = Environment::current();
+    let located = locate(flag.map(PathBuf::as_path), &env);
     if let Some(object) = object {
-        Config::from_value(object.value, &object.origin)
+        Config::from_located_value(object.value, &object.origin, &located, &env)
     } else {
-        let env = Environment::current();
-        Config::load(&locate(flag.map(PathBuf::as_path), &env), &env)
+        Config::load(&located, &env)
     }
 }
 

@@ -11,12 +11,12 @@ use serde_json::Value;
 use super::document::read_document;
 use super::locate::{is_anygpt_config, Environment, Located};
 use super::sources::{self, SourceKind, SourceSpec};
-use super::{humanize, json_kind, validate, Config, DiscoverySection};
+use super::{humanize, json_kind, validate, Config, DiscoverySection, Scope};
 use crate::error::{Error, Result};
 
-pub(super) fn from_file(path: &Path, env: &Environment) -> Result<Config> {
+pub(super) fn from_file(path: &Path, env: &Environment, scope: Scope) -> Result<Config> {
     let value = read_document(path)?;
-    from_value(value, &path.display().to_string(), env)
+    from_value(value, &path.display().to_string(), env, scope)
 }
 
 /// The `origin` of a zero-config config.
@@ -76,7 +76,7 @@ fn shape(value: Value, origin: &str) -> Result<Shape> {
     }
 }
 
-pub(super) fn from_value(value: Value, origin: &str, env: &Environment) -> Result<Config> {
+pub(super) fn from_value(value: Value, origin: &str, env: &Environment, scope: Scope) -> Result<Config> {
     let file = (!origin.starts_with('<')).then(|| PathBuf::from(origin));
     let base = file
         .as_deref()
@@ -84,6 +84,7 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment) -> Resul
         .map_or_else(|| env.cwd.clone(), |dir| env.cwd.join(dir));
     let mut config = Config::empty();
     origin.clone_into(&mut config.origin);
+    config.scope = scope;
     config.files.extend(file.clone());
     let (section, sources) = match shape(value, origin)? {
         Shape::Section(value) => {
@@ -158,8 +159,10 @@ fn parse_sources(section: &DiscoverySection, origin: &str, base: &Path) -> Resul
 /// checks of our own servers is skipped with the reason, never failing the whole config.
 fn import_sources(config: &mut Config, specs: &[SourceSpec], env: &Environment, on_path: &mut validate::OnPath) {
     for spec in specs {
-        let imported = sources::import(spec, env);
+        let imported = sources::import(spec, env, config.scope);
         config.looked.extend(imported.looked);
+        config.add_skipped(imported.skipped);
+        config.approved.extend(imported.approved);
         config.warnings.extend(imported.warnings);
         for file in imported.files {
             if !config.files.contains(&file) {

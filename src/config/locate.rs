@@ -8,6 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::consent::{self, Place, Scope, Skipped, Verdict};
+
 /// Names a config file, like `--config`.
 pub const CONFIG_ENV: &str = "ANYGPT_DISCOVERY_CONFIG";
 
@@ -33,6 +35,8 @@ pub struct Environment {
     pub config_dir: Option<PathBuf>,
     /// The value of `ANYGPT_DISCOVERY_CONFIG`.
     pub config_env: Option<PathBuf>,
+    /// The state folder, where approvals of project configs are kept (`crate::consent`).
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Environment {
@@ -53,6 +57,7 @@ impl Environment {
             home,
             config_dir,
             config_env: var(CONFIG_ENV),
+            state_dir: crate::paths::state_dir(),
         }
     }
 }
@@ -76,6 +81,14 @@ pub struct Located {
     pub chosen: Option<Chosen>,
     /// Every place looked, in order, as a short pattern (`./.anygpt/mcp-discovery.config.{ts,…}`).
     pub looked: Vec<String>,
+    /// The winner's scope: a project file (approved) or the user's own.
+    pub scope: Scope,
+    /// The winner's approval, when it is a project file: the place and its content hash.
+    pub approved: Option<(Place, String)>,
+    /// Project configs passed over for want of approval (an unapproved one never wins).
+    pub skipped: Vec<Skipped>,
+    /// Config files later in the order that exist but lost to the winner.
+    pub shadowed: Vec<PathBuf>,
 }
 
 impl Located {
@@ -104,44 +117,94 @@ pub(super) fn extension(path: &Path) -> Option<String> {
 
 /// Decide which config file wins. `flag` is `--config`. A named file wins even if it does not
 /// exist (reading it then fails with a clear error); the search takes only existing files.
+/// A file found under the starting folder is project-scoped: it wins only when approved
+/// (`crate::consent`); unapproved, it is passed over (and reported) and the search goes on.
 #[must_use]
 pub fn locate(flag: Option<&Path>, env: &Environment) -> Located {
-    let mut looked = vec!["--config".to_owned()];
+    let mut located = Located {
+        file: None,
+        chosen: None,
+        looked: vec!["--config".to_owned()],
+        scope: Scope::User,
+        approved: None,
+        skipped: Vec::new(),
+        shadowed: Vec::new(),
+    };
     if let Some(file) = flag {
-        return found(env.cwd.join(file), Chosen::Flag, looked);
+        located.file = Some(env.cwd.join(file));
+        located.chosen = Some(Chosen::Flag);
+        return located;
     }
-    looked.push(format!("${CONFIG_ENV}"));
+    located.looked.push(format!("${CONFIG_ENV}"));
     if let Some(file) = &env.config_env {
-        return found(env.cwd.join(file), Chosen::EnvVar, looked);
+        located.file = Some(env.cwd.join(file));
+        located.chosen = Some(Chosen::EnvVar);
+        return located;
     }
+    let project = consent::cwd_is_project(env);
     let roots = [Some((".", env.cwd.clone())), env.home.clone().map(|h| ("~", h))];
     for (shown, root) in roots.into_iter().flatten() {
+        let scope = if shown == "." && project {
+            Scope::Project
+        } else {
+            Scope::User
+        };
         for (folder, base) in [(Some(".anygpt"), OWN_FILE), (None, ANYGPT_FILE)] {
             let dir = folder.map_or_else(|| root.clone(), |f| root.join(f));
             let shown_dir = folder.map_or_else(|| shown.to_owned(), |f| format!("{shown}/{f}"));
-            looked.push(format!("{shown_dir}/{base}.{{{}}}", EXTENSIONS.join(",")));
-            if let Some(file) = EXTENSIONS
+            if located.file.is_none() {
+                located
+                    .looked
+                    .push(format!("{shown_dir}/{base}.{{{}}}", EXTENSIONS.join(",")));
+            }
+            let Some(file) = EXTENSIONS
                 .iter()
                 .map(|ext| dir.join(format!("{base}.{ext}")))
                 .find(|p| p.is_file())
-            {
-                return found(file, Chosen::Search, looked);
+            else {
+                continue;
+            };
+            if located.file.is_some() {
+                if !located.shadowed.contains(&file) && located.file.as_ref() != Some(&file) {
+                    located.shadowed.push(file);
+                }
+                continue;
             }
+            if scope == Scope::Project {
+                let place = Place::file(&file);
+                match consent::verdict(&place, env) {
+                    Verdict::Approved(hash) => located.approved = Some((place, hash)),
+                    Verdict::Skipped(why) => {
+                        located.skipped.push(Skipped::new(place, why));
+                        continue;
+                    }
+                }
+            }
+            located.file = Some(file);
+            located.chosen = Some(Chosen::Search);
+            located.scope = scope;
         }
     }
-    Located {
-        file: None,
-        chosen: None,
-        looked,
-    }
+    located
 }
 
-fn found(file: PathBuf, chosen: Chosen, looked: Vec<String>) -> Located {
-    Located {
-        file: Some(file),
-        chosen: Some(chosen),
-        looked,
+/// The project config files under the starting folder that exist, in search order (the first
+/// of each level): what `allow` without a file approves, with the clients' project files.
+#[must_use]
+pub fn project_config_files(env: &Environment) -> Vec<PathBuf> {
+    if !consent::cwd_is_project(env) {
+        return Vec::new();
     }
+    [(Some(".anygpt"), OWN_FILE), (None, ANYGPT_FILE)]
+        .into_iter()
+        .filter_map(|(folder, base)| {
+            let dir = folder.map_or_else(|| env.cwd.clone(), |f| env.cwd.join(f));
+            EXTENSIONS
+                .iter()
+                .map(|ext| dir.join(format!("{base}.{ext}")))
+                .find(|p| p.is_file())
+        })
+        .collect()
 }
 
 /// A temporary machine for tests: an empty project folder (the working directory) and an
@@ -166,9 +229,17 @@ impl TestMachine {
                 home: Some(home.clone()),
                 config_dir: Some(home.join(".config")),
                 config_env: None,
+                state_dir: Some(dir.path().join("state")),
             },
             _dir: dir,
         }
+    }
+
+    /// Approve `file` as `anygpt-discovery allow` would.
+    pub fn allow(&self, file: &Path) {
+        crate::consent::Approvals::load(&self.env)
+            .record(&crate::consent::Place::file(file), crate::consent::Decision::Allow)
+            .unwrap();
     }
 }
 
@@ -211,10 +282,19 @@ mod tests {
         assert_eq!(locate(None, &m.env).file.as_ref(), Some(&home_anygpt));
         let home_own = touch(&m.env.home.clone().unwrap().join(".anygpt/mcp-discovery.config.json"));
         assert_eq!(locate(None, &m.env).file.as_ref(), Some(&home_own));
+        // A project file wins only once approved; until then the user's own is used.
         let project_anygpt = touch(&m.env.cwd.join("anygpt.config.ts"));
-        assert_eq!(locate(None, &m.env).file.as_ref(), Some(&project_anygpt));
-        assert!(locate(None, &m.env).needs_js());
+        let located = locate(None, &m.env);
+        assert_eq!(located.file.as_ref(), Some(&home_own));
+        assert_eq!(located.skipped[0].place.file, project_anygpt);
+        m.allow(&project_anygpt);
+        let located = locate(None, &m.env);
+        assert_eq!(located.file.as_ref(), Some(&project_anygpt));
+        assert_eq!(located.scope, Scope::Project);
+        assert_eq!(located.shadowed, [home_own.clone(), home_anygpt.clone()]);
+        assert!(located.needs_js());
         let project_own = touch(&m.env.cwd.join(".anygpt/mcp-discovery.config.yml"));
+        m.allow(&project_own);
         assert_eq!(locate(None, &m.env).file.as_ref(), Some(&project_own));
         let by_env = touch(&m.env.cwd.join("env.json"));
         m.env.config_env = Some("env.json".into());
@@ -235,6 +315,7 @@ mod tests {
         touch(&dir.join("mcp-discovery.config.yml"));
         touch(&dir.join("mcp-discovery.config.jsonc"));
         let mts = touch(&dir.join("mcp-discovery.config.mts"));
+        m.allow(&mts);
         assert_eq!(locate(None, &m.env).file, Some(mts));
     }
 

@@ -23,9 +23,12 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::consent::Scope;
+use crate::consent::{Place, Skipped};
 use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
+pub(crate) use document::read_document;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
@@ -481,6 +484,13 @@ pub struct Config {
     notes: Vec<String>,
     /// What will likely fail later: a command not on PATH, an unset variable (stderr, warn).
     warnings: Vec<String>,
+    /// Where the config itself came from: the user's own place, or an approved project file.
+    /// What a config may name (paths it writes to) depends on it.
+    pub scope: Scope,
+    /// Project places passed over for want of approval (the fix is in each).
+    skipped: Vec<Skipped>,
+    /// Project places in use, with the content hash each was approved on.
+    approved: Vec<(Place, String)>,
 }
 
 impl Config {
@@ -493,7 +503,7 @@ impl Config {
     /// # Errors
     /// `CONFIGURATION_ERROR` naming `origin`, the path inside the document and the reason.
     pub fn from_value(value: Value, origin: &str) -> Result<Self> {
-        load::from_value(value, origin, &Environment::current())
+        load::from_value(value, origin, &Environment::current(), Scope::User)
     }
 
     /// [`Config::from_value`] for the machine `env` describes (tests use a temporary HOME).
@@ -501,7 +511,7 @@ impl Config {
     /// # Errors
     /// As [`Config::from_value`].
     pub fn from_value_in(value: Value, origin: &str, env: &Environment) -> Result<Self> {
-        load::from_value(value, origin, env)
+        load::from_value(value, origin, env, Scope::User)
     }
 
     /// Load what [`locate`] chose: the file, or zero-config (every known client's config that
@@ -511,10 +521,31 @@ impl Config {
     /// # Errors
     /// An unreadable or invalid file.
     pub fn load(located: &Located, env: &Environment) -> Result<Self> {
-        match &located.file {
-            Some(path) => load::from_file(path, env),
-            None => Ok(load::zero_config(located, env)),
+        let mut config = match &located.file {
+            Some(path) => load::from_file(path, env, located.scope)?,
+            None => load::zero_config(located, env),
+        };
+        if let Some(approved) = &located.approved {
+            config.approved.insert(0, approved.clone());
         }
+        config.add_skipped(located.skipped.iter().cloned());
+        Ok(config)
+    }
+
+    /// [`Config::from_value`] for an object evaluated from a file `locate` chose (a TS/JS
+    /// config), with that file's scope and what the search passed over.
+    ///
+    /// # Errors
+    /// As [`Config::from_value`].
+    pub fn from_located_value(value: Value, origin: &str, located: &Located, env: &Environment) -> Result<Self> {
+        let from_search = located.file.as_deref() == Some(std::path::Path::new(origin));
+        let scope = if from_search { located.scope } else { Scope::User };
+        let mut config = load::from_value(value, origin, env, scope)?;
+        if let Some(approved) = located.approved.as_ref().filter(|_| from_search) {
+            config.approved.insert(0, approved.clone());
+        }
+        config.add_skipped(located.skipped.iter().cloned());
+        Ok(config)
     }
 
     /// Every file this config was built from: the config file itself (if it came from one),
@@ -550,12 +581,34 @@ impl Config {
         &self.warnings
     }
 
+    /// Project places passed over for want of approval: what `list_mcp_servers`, `list`,
+    /// `config sources` and stderr name, each with the command that approves it.
+    #[must_use]
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    /// Project places in use, each with the content hash it was approved on.
+    #[must_use]
+    pub fn approved(&self) -> &[(Place, String)] {
+        &self.approved
+    }
+
+    /// Add places the search passed over before this config was chosen.
+    pub(crate) fn add_skipped(&mut self, skipped: impl IntoIterator<Item = Skipped>) {
+        for skip in skipped {
+            if !self.skipped.contains(&skip) {
+                self.skipped.push(skip);
+            }
+        }
+    }
+
     /// Read a JSON (comments and trailing commas allowed) or YAML file, by extension.
     ///
     /// # Errors
     /// An unreadable file, a syntax error, or an invalid config.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
-        load::from_file(path, &Environment::current())
+        load::from_file(path, &Environment::current(), Scope::User)
     }
 
     /// An empty config (no servers, no rules).

@@ -123,6 +123,27 @@ impl Engine {
             .clone()
     }
 
+    /// Where the config in use came from: the user's own place or an approved project file.
+    #[must_use]
+    pub fn config_scope(&self) -> crate::config::Scope {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .scope
+    }
+
+    /// Project configs passed over for want of approval, each with its fix.
+    #[must_use]
+    pub fn skipped(&self) -> Vec<crate::consent::Skipped> {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .skipped()
+            .to_vec()
+    }
+
     /// The config as written, secrets redacted.
     #[must_use]
     pub fn config(&self) -> Value {
@@ -373,6 +394,7 @@ impl Engine {
             Some(config) => config,
             None => reread(&current.config)?,
         };
+        crate::consent::keeps_what_it_had(&current.config, &config)?;
         let (next, changes) = current.reloaded(config);
         let next = Arc::new(next);
         *self.state.write().expect("engine state lock is never poisoned") = next.clone();
@@ -407,8 +429,9 @@ impl Engine {
 /// config when it was given as an object. The one place a reload resolves its config.
 fn reread(current: &Config) -> Result<Config> {
     match current.origin.as_str() {
-        // The search order again: a config file created since then wins over zero-config.
-        crate::config::ZERO_CONFIG_ORIGIN => {
+        // The search order again: a config file created since then wins over zero-config; a
+        // project config is read again only while its approval holds.
+        origin if origin == crate::config::ZERO_CONFIG_ORIGIN || current.scope == crate::config::Scope::Project => {
             let env = crate::config::Environment::current();
             Config::load(&crate::config::locate(None, &env), &env)
         }

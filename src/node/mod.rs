@@ -258,7 +258,14 @@ impl JsDiscoveryEngine {
         #[napi(ts_arg_type = "string | undefined")] origin: Option<String>,
     ) -> Result<Self> {
         let config = if let Some(value) = config {
-            Config::from_value(value, origin.as_deref().unwrap_or("<object>"))
+            match origin.as_deref() {
+                // A TS/JS file `createEngine` evaluated: the scope the search gave it.
+                Some(origin) => {
+                    let env = Environment::current();
+                    Config::from_located_value(value, origin, &locate(None, &env), &env)
+                }
+                None => Config::from_value(value, "<object>"),
+            }
         } else {
             let env = Environment::current();
             Config::load(&locate(origin.as_deref().map(std::path::Path::new), &env), &env)
@@ -509,6 +516,15 @@ pub fn locate_config(config: Option<String>) -> LocatedConfig {
         file: located.file.map(|f| f.display().to_string()),
         looked: located.looked,
     }
+}
+
+/// Whether the command line `args` (without the program name) needs the config: the npm bin
+/// evaluates a TS/JS config only then, never for `--help`, `--version`, `completions`,
+/// `allow`, `deny`, `config path` or a command line that does not parse.
+#[napi]
+#[must_use]
+pub fn command_needs_config(args: Vec<String>) -> bool {
+    cli::needs_config(std::iter::once("anygpt-discovery".to_owned()).chain(args))
 }
 
 static SHUTDOWN: LazyLock<Notify> = LazyLock::new(Notify::new);

@@ -21,6 +21,7 @@ use serde_json::{Map, Value};
 
 use super::locate::Environment;
 use super::ServerSpec;
+use crate::consent::{self, Place, Scope, Skipped, Verdict};
 
 /// A client whose config can be imported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +69,7 @@ impl SourceKind {
     }
 
     /// Where this client keeps its file(s) on this machine, in the order they are read.
-    fn default_paths(self, env: &Environment) -> Vec<PathBuf> {
+    pub(crate) fn default_paths(self, env: &Environment) -> Vec<PathBuf> {
         match self {
             Self::ClaudeDesktop => claude_desktop::default_paths(env),
             Self::ClaudeCode => claude_code::default_paths(env),
@@ -114,6 +115,10 @@ pub struct Imported {
     pub warnings: Vec<String>,
     /// Lines for stderr: each place looked and what it held, each entry skipped and why.
     pub notes: Vec<String>,
+    /// Project places passed over for want of approval.
+    pub skipped: Vec<Skipped>,
+    /// Project places used, approved, with the hash they were approved on.
+    pub approved: Vec<(Place, String)>,
 }
 
 /// Parse `discovery.sources[i]`. Errors are `(path inside the section, reason)`.
@@ -190,9 +195,11 @@ fn resolve_path(path: &str, base: &Path) -> PathBuf {
     base.join(path)
 }
 
-/// Import one source: its named file, or each default file of its client that exists.
+/// Import one source: its named file, or each default file of its client that exists. A
+/// file named by a config has that config's scope (`named_by`); a default file is classified
+/// by `consent` (a project's `.mcp.json` is project-scoped, `~/.cursor/mcp.json` is not).
 #[must_use]
-pub fn import(source: &SourceSpec, env: &Environment) -> Imported {
+pub fn import(source: &SourceSpec, env: &Environment, named_by: Scope) -> Imported {
     let mut imported = Imported::default();
     let named = source.path.is_some();
     let paths = source
@@ -200,14 +207,79 @@ pub fn import(source: &SourceSpec, env: &Environment) -> Imported {
         .clone()
         .map_or_else(|| source.kind.default_paths(env), |p| vec![p]);
     for path in paths {
-        import_file(source.kind, &path, named, env, &mut imported);
+        let scope = if named {
+            named_by
+        } else {
+            consent::scope_of_client_file(&path, env)
+        };
+        import_file(source.kind, &path, named, scope, env, &mut imported);
     }
     imported
 }
 
+/// Which client's project file `path` is, when it is one (`./.mcp.json` is Claude Code's).
+#[must_use]
+pub fn kind_of_project_file(path: &Path, env: &Environment) -> Option<SourceKind> {
+    let kinds = [
+        SourceKind::ClaudeCode,
+        SourceKind::Vscode,
+        SourceKind::Cursor,
+        SourceKind::Zed,
+    ];
+    consent::PROJECT_CLIENT_FILES
+        .iter()
+        .zip(kinds)
+        .find(|(name, _)| path.ends_with(name) || env.cwd.join(name) == path)
+        .map(|(_, kind)| kind)
+}
+
+/// The servers a client document holds, each as the import reads it (nothing expanded) or
+/// why it is skipped: what `allow` shows.
+#[must_use]
+pub fn servers_in(
+    kind: SourceKind,
+    document: &Value,
+    base: &Path,
+    env: &Environment,
+) -> Vec<(String, Result<ServerSpec, String>)> {
+    kind.entries(document, env)
+        .into_iter()
+        .map(|(name, value)| {
+            let spec = entry::to_spec(&name, &value, base, env).map_err(|skip| skip.to_string());
+            (name, spec)
+        })
+        .collect()
+}
+
+/// The consent a project file's entries need: the approval of the file, and for a
+/// `.mcp.json` Claude Code's own per-server answers. `None`: nothing of it may be read.
+struct Consent {
+    approved: bool,
+    record: Option<consent::claude::Record>,
+}
+
+fn consent_for(kind: SourceKind, place: &Place, env: &Environment, into: &mut Imported) -> Option<Consent> {
+    let verdict = consent::verdict(place, env);
+    let approved = matches!(verdict, Verdict::Approved(_));
+    if let Verdict::Approved(hash) = &verdict {
+        into.approved.push((place.clone(), hash.clone()));
+    }
+    let record = (kind == SourceKind::ClaudeCode)
+        .then(|| consent::claude::Record::read(env))
+        .flatten();
+    if let Verdict::Skipped(why) = verdict {
+        if record.is_none() {
+            into.skipped.push(Skipped::new(place.clone(), why));
+            return None;
+        }
+    }
+    Some(Consent { approved, record })
+}
+
 /// Read one client file into `into`. A file that is missing is noted, not an error: the
 /// client may simply not be installed. An unreadable or malformed one is noted with why.
-pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment, into: &mut Imported) {
+/// A project-scoped one is read only as far as its consent goes.
+pub fn import_file(kind: SourceKind, path: &Path, named: bool, scope: Scope, env: &Environment, into: &mut Imported) {
     let label = format!("{}: {}", kind.name(), path.display());
     into.looked.push(path.to_path_buf());
     if !path.is_file() {
@@ -218,8 +290,20 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
         }
         return;
     }
+    let consent = match scope {
+        Scope::User => None,
+        Scope::Project => match consent_for(kind, &Place::file(path), env, into) {
+            Some(consent) => Some(consent),
+            None => return,
+        },
+    };
     let document = match super::document::read_document(path) {
-        Ok(document) => document,
+        Ok(mut document) => {
+            if kind == SourceKind::ClaudeCode && scope == Scope::User {
+                local_servers_consent(&mut document, path, env, into);
+            }
+            document
+        }
         Err(e) => {
             // The label already names the file.
             let why = match e {
@@ -233,7 +317,24 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
     into.files.push(path.to_path_buf());
     let base = path.parent().unwrap_or(Path::new("."));
     let mut imported_names = Vec::new();
+    let mut unapproved = false;
     for (name, value) in kind.entries(&document, env) {
+        if let Some(consent) = &consent {
+            match consent.record.as_ref().and_then(|r| r.decides(&name)) {
+                Some(false) => {
+                    into.notes.push(format!(
+                        "{label}: `{name}` skipped: disabled in Claude Code's record for this folder"
+                    ));
+                    continue;
+                }
+                Some(true) => {}
+                None if consent.approved => {}
+                None => {
+                    unapproved = true;
+                    continue;
+                }
+            }
+        }
         match entry::to_spec(&name, &value, base, env) {
             Ok(mut spec) => {
                 if kind == SourceKind::Custom {
@@ -252,6 +353,14 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
             Err(skip) => into.notes.push(format!("{label}: `{name}` skipped: {skip}")),
         }
     }
+    if unapproved {
+        // Claude Code answered for some servers only: the file's approval covers the rest.
+        let why = match consent::verdict(&Place::file(path), env) {
+            Verdict::Skipped(why) => why,
+            Verdict::Approved(_) => consent::Why::NotApproved,
+        };
+        into.skipped.push(Skipped::new(Place::file(path), why));
+    }
     let count = imported_names.len();
     into.notes.push(format!(
         "{label}: {count} server{}{}",
@@ -262,6 +371,30 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
             format!(" ({})", imported_names.join(", "))
         }
     ));
+}
+
+/// `~/.claude.json`: the user's own file, whose `projects.<starting folder>.mcpServers` are
+/// project-scoped. Unapproved, they are taken out of `document` before its entries are read.
+fn local_servers_consent(document: &mut Value, path: &Path, env: &Environment, into: &mut Imported) {
+    if env.home.as_ref().is_none_or(|h| h.join(".claude.json") != path) || !consent::cwd_is_project(env) {
+        return;
+    }
+    let Some(section) = consent::claude::local_section(document, env) else {
+        return;
+    };
+    let place = Place {
+        file: path.to_path_buf(),
+        section: Some(section),
+    };
+    match consent::verdict(&place, env) {
+        Verdict::Approved(hash) => into.approved.push((place, hash)),
+        Verdict::Skipped(why) => {
+            if let Some(projects) = document.get_mut("projects").and_then(Value::as_object_mut) {
+                projects.clear();
+            }
+            into.skipped.push(Skipped::new(place, why));
+        }
+    }
 }
 
 /// `mcpServers` at the top: Claude Desktop, Cursor, Windsurf, Docker MCP and `.mcp.json`.

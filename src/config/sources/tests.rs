@@ -32,7 +32,7 @@ impl Client for Machine {
     }
 
     fn import(&self, kind: SourceKind) -> Imported {
-        import(&SourceSpec { kind, path: None }, &self.env)
+        import(&SourceSpec { kind, path: None }, &self.env, Scope::User)
     }
 }
 
@@ -112,9 +112,24 @@ fn a_malformed_client_file_is_a_warning_and_the_others_are_read() {
 #[test]
 fn claude_code_project_then_local_then_user_scope() {
     let m = Machine::new();
-    m.place("claude-code.mcp.json", &m.env.cwd.join(".mcp.json"));
-    m.place("claude.json", &m.home().join(".claude.json"));
+    let project = m.place("claude-code.mcp.json", &m.env.cwd.join(".mcp.json"));
+    let claude = m.place("claude.json", &m.home().join(".claude.json"));
+    // Unapproved, the project's file and this folder's section give nothing; the user's
+    // own servers load as ever.
     let imported = m.import(SourceKind::ClaudeCode);
+    assert_eq!(names(&imported), ["user-wide"]);
+    let section = crate::consent::Place {
+        file: claude,
+        section: Some(format!("projects.{}", m.env.cwd.display())),
+    };
+    let skipped: Vec<_> = imported.skipped.iter().map(|s| s.place.clone()).collect();
+    assert_eq!(skipped, [crate::consent::Place::file(&project), section.clone()]);
+    m.allow(&project);
+    crate::consent::Approvals::load(&m.env)
+        .record(&section, crate::consent::Decision::Allow)
+        .unwrap();
+    let imported = m.import(SourceKind::ClaudeCode);
+    assert!(imported.skipped.is_empty(), "{:?}", imported.skipped);
     assert_eq!(names(&imported), ["sentry", "project-db", "local-only", "user-wide"]);
     assert_eq!(server(&imported, "sentry").connection.kind, TransportKind::Http);
     assert_eq!(
@@ -139,7 +154,7 @@ fn cursor_project_and_user() {
 #[test]
 fn vscode_servers_inputs_and_workspace_folder() {
     let m = Machine::new();
-    m.place("vscode.mcp.json", &m.env.cwd.join(".vscode/mcp.json"));
+    m.allow(&m.place("vscode.mcp.json", &m.env.cwd.join(".vscode/mcp.json")));
     m.place(
         "vscode.settings.json",
         &m.home().join(".config/Code/User/settings.json"),
@@ -205,6 +220,7 @@ fn docker_mcp_and_custom_yaml() {
             path: Some(custom),
         },
         &m.env,
+        Scope::User,
     );
     assert_eq!(names(&imported), ["weather"]);
     let weather = server(&imported, "weather");
@@ -236,6 +252,7 @@ fn bad_static_tools_name_file_path_and_fix_and_the_server_stays() {
                 path: Some(file.clone()),
             },
             &m.env,
+            Scope::User,
         );
         assert_eq!(names(&imported), ["w"], "the server is served without them");
         assert!(server(&imported, "w").static_tools.is_empty());
@@ -277,7 +294,7 @@ fn zero_config_imports_every_client_and_reports_shadowing() {
         &m.home().join(".config/Claude/claude_desktop_config.json"),
     );
     m.place("cursor.mcp.json", &m.home().join(".cursor/mcp.json"));
-    m.place("cursor-shadow.mcp.json", &m.env.cwd.join(".cursor/mcp.json"));
+    m.allow(&m.place("cursor-shadow.mcp.json", &m.env.cwd.join(".cursor/mcp.json")));
     let located = crate::config::locate(None, &m.env);
     let config = Config::load(&located, &m.env).unwrap();
     let served: Vec<&str> = config.servers().iter().map(|s| s.name.as_str()).collect();
@@ -322,7 +339,7 @@ fn zero_config_imports_every_client_and_reports_shadowing() {
 fn a_client_file_passed_as_the_config() {
     let m = Machine::new();
     let file = m.place("claude_desktop_config.json", &m.env.cwd.join("claude.json"));
-    let config = crate::config::load::from_file(&file, &m.env).unwrap();
+    let config = crate::config::load::from_file(&file, &m.env, Scope::User).unwrap();
     assert_eq!(config.servers().len(), 5);
     assert_eq!(config.files_read(), std::slice::from_ref(&file));
     assert_eq!(
@@ -330,7 +347,13 @@ fn a_client_file_passed_as_the_config() {
         format!("{}: read as a claude-desktop config", file.display())
     );
     let zed = m.place("zed.settings.json", &m.env.cwd.join("zed.json"));
-    assert_eq!(crate::config::load::from_file(&zed, &m.env).unwrap().servers().len(), 3);
+    assert_eq!(
+        crate::config::load::from_file(&zed, &m.env, Scope::User)
+            .unwrap()
+            .servers()
+            .len(),
+        3
+    );
 }
 
 #[test]

@@ -32,13 +32,38 @@ pub struct Output {
     #[serde(rename = "semanticSearch", skip_serializing_if = "Option::is_none")]
     pub semantic_search: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub hint: Option<&'static str>,
+    pub hint: Option<String>,
+}
+
+/// Project files named in the hint, at most (the rest are counted).
+const SKIPPED_SHOWN: usize = 3;
+/// A path in the hint is cut to this many characters.
+const PATH_CHARS: usize = 120;
+
+/// Project configs passed over for want of approval, in one bounded line: the model cannot
+/// approve them (only the user can), but it can tell the user why a server is missing.
+fn skipped_hint(skipped: &[crate::consent::Skipped]) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let mut named: Vec<String> = skipped
+        .iter()
+        .take(SKIPPED_SHOWN)
+        .map(|s| crate::gateway::bound::cut_text(&s.place.shown(), PATH_CHARS).into_owned())
+        .collect();
+    if skipped.len() > SKIPPED_SHOWN {
+        named.push(format!("{} more", skipped.len() - SKIPPED_SHOWN));
+    }
+    Some(format!(
+        "Project configs not approved, so not used: {}. The user approves one with `anygpt-discovery allow <file>`.",
+        named.join(", ")
+    ))
 }
 
 impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
         let servers = engine.list_servers().await;
-        let hint = servers.is_empty().then_some(NO_SERVERS_HINT);
+        let hint = skipped_hint(&engine.skipped()).or_else(|| servers.is_empty().then(|| NO_SERVERS_HINT.to_owned()));
         Output {
             servers,
             semantic_search: Some(engine.semantic_status().0).filter(|word| word != "no-model"),
