@@ -1,10 +1,11 @@
 // The config files themselves (#24 part 7): a config others can write is refused with the
 // `chmod` that fixes it, before anything in it is used; a symlinked config (as dotfile managers
-// link them) reloads when its target is edited. Both faces: the native binary and the npm bin,
+// link them) reloads when its target is edited; a project's config, even approved, keeps the
+// audit log inside the state folder. Both faces: the native binary and the npm bin,
 // real reference servers, the official client.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { hostTriple } from '../scripts/host.mjs';
@@ -69,6 +70,38 @@ describe('a symlinked config', () => {
         await gateway.client.close();
         await gateway.exit;
       }
+    });
+  }
+});
+
+describe("a project's config naming paths", () => {
+  for (const [face, command] of faces) {
+    test(`may not put the audit log outside the state folder, even approved (${face})`, () => {
+      const dir = tempDir();
+      const home = join(dir, 'home');
+      const project = join(dir, 'project');
+      mkdirSync(join(project, '.anygpt'), { recursive: true });
+      mkdirSync(home);
+      const bashrc = join(home, '.bashrc');
+      writeFileSync(bashrc, 'export PATH=/usr/bin\n');
+      const file = join(project, '.anygpt/mcp-discovery.config.json');
+      writeFileSync(file, JSON.stringify({ discovery: { audit: { path: '~/.bashrc', includeArguments: true }, servers: [referenceServer('memory')] } }));
+      const env = isolatedEnv({ HOME: home, USERPROFILE: home, XDG_CONFIG_HOME: join(home, '.config') });
+      const cli = (...args) => spawnSync(command, command === process.execPath ? [bin, ...args] : args, { cwd: project, env, encoding: 'utf8' });
+
+      assert.equal(cli('allow', file).status, 0);
+      const refused = cli('execute', 'memory', 'read_graph', '--args', '{}');
+      assert.equal(refused.status, 2, refused.stderr);
+      assert.match(refused.stderr, /discovery\.audit\.path: a project's config may only put the audit log inside the state folder/);
+      assert.equal(readFileSync(bashrc, 'utf8'), 'export PATH=/usr/bin\n');
+
+      // Inside the state folder it is honoured (a relative path is taken there).
+      writeFileSync(file, JSON.stringify({ discovery: { audit: { path: 'project.jsonl' }, servers: [referenceServer('memory')] } }));
+      assert.equal(cli('allow', file).status, 0);
+      const ran = cli('execute', 'memory', 'read_graph', '--args', '{}');
+      assert.equal(ran.status, 0, ran.stderr);
+      const line = JSON.parse(readFileSync(join(env.ANYGPT_DISCOVERY_STATE_DIR, 'project.jsonl'), 'utf8').split('\n')[0]);
+      assert.deepEqual([line.server, line.tool, line.outcome], ['memory', 'read_graph', 'ok']);
     });
   }
 });

@@ -42,7 +42,10 @@ pub enum AuditPathError {
         .state_dir.display(), .path
     )]
     OutsideStateDir { path: String, state_dir: PathBuf },
-    #[error("`{0}`: `..` is not allowed in a project config's audit path: name a file inside the state folder")]
+    #[error(
+        "a project's config may only put the audit log inside the state folder, and `{0}` climbs out of it \
+         with `..`: name a file inside that folder, or set `audit.path` in your user config"
+    )]
     ParentComponent(String),
     #[error("`{0}` starts with `~` but no home folder is known: write the whole path")]
     NoHome(String),

@@ -108,6 +108,9 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment, scope: S
         }
     };
     config.rules = super::validate_section(&section, origin)?;
+    if scope == Scope::Project {
+        check_project_paths(&section, origin, env)?;
+    }
     let mut on_path = validate::OnPath::default();
     let checked = validate::launch_checks(
         &section.servers,
@@ -120,6 +123,40 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment, scope: S
     config.discovery = section;
     import_sources(&mut config, &sources, env, &mut on_path);
     Ok(config)
+}
+
+/// The paths a project's config may name, held where a cloned repository cannot reach past
+/// (DESIGN §6a): the audit log inside the state folder (`audit::resolve_path`), the model
+/// folder inside the project. (A `sources[].path` file is a project file of its own, used only
+/// once approved: see `sources::import`.)
+fn check_project_paths(section: &DiscoverySection, origin: &str, env: &Environment) -> Result<()> {
+    if section.audit.enabled {
+        let state_dir = crate::paths::state_dir();
+        crate::audit::resolve_path(
+            section.audit.path.as_deref(),
+            false,
+            env.home.as_deref(),
+            state_dir.as_deref(),
+        )
+        .map_err(|error| Error::config(origin, "discovery.audit.path", error.to_string()))?;
+    }
+    if let Some(model) = &section.search.model {
+        let path = Path::new(model);
+        let escapes = path.is_absolute()
+            || model.starts_with('~')
+            || path.components().any(|c| matches!(c, std::path::Component::ParentDir));
+        if escapes {
+            return Err(Error::config(
+                origin,
+                "discovery.search.model",
+                format!(
+                    "a project's config may only name a model folder inside the project, not `{model}`: \
+                     use a relative path below the config's folder, or set `search.model` in your user config"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn parse_section(value: Value, origin: &str) -> Result<DiscoverySection> {
@@ -262,5 +299,55 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("TS/JS configs are evaluated by the npm package"));
+    }
+
+    #[test]
+    fn a_project_config_keeps_its_paths_in_the_state_folder_and_the_project() {
+        let env = Environment {
+            cwd: PathBuf::from("/p"),
+            home: Some(PathBuf::from("/home/u")),
+            ..Environment::default()
+        };
+        let load =
+            |section: Value, scope| from_value(serde_json::json!({ "discovery": section }), "/p/c.json", &env, scope);
+        for (section, field) in [
+            (
+                serde_json::json!({ "audit": { "path": "~/.bashrc" } }),
+                "discovery.audit.path",
+            ),
+            (
+                serde_json::json!({ "audit": { "path": "../../.bashrc" } }),
+                "discovery.audit.path",
+            ),
+            (
+                serde_json::json!({ "search": { "model": "/opt/model" } }),
+                "discovery.search.model",
+            ),
+            (
+                serde_json::json!({ "search": { "model": "../elsewhere" } }),
+                "discovery.search.model",
+            ),
+        ] {
+            let error = load(section.clone(), Scope::Project).unwrap_err().to_string();
+            assert!(
+                error.starts_with(&format!("/p/c.json: {field}: a project's config may only")),
+                "{error}"
+            );
+            assert!(
+                load(section, Scope::User).is_ok(),
+                "the user's own config names any path"
+            );
+        }
+        // Turned off, the audit path names nothing; inside the project, a model folder is fine.
+        assert!(load(
+            serde_json::json!({ "audit": { "enabled": false, "path": "/etc/x" } }),
+            Scope::Project
+        )
+        .is_ok());
+        assert!(load(
+            serde_json::json!({ "search": { "model": "models/mini" } }),
+            Scope::Project
+        )
+        .is_ok());
     }
 }

@@ -113,7 +113,7 @@ impl State {
                 .enabled
                 .then(SnapshotStore::in_cache_dir)
                 .flatten(),
-            audit: AuditLog::from_spec(&config.discovery.audit, true),
+            audit: AuditLog::from_spec(&config.discovery.audit, config.scope == crate::config::Scope::User),
             pins: config.discovery.cache.enabled.then(Pins::in_cache_dir).flatten(),
             validators: validate::Validators::default(),
             semantic: semantic_tier(&config),
