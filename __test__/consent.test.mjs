@@ -105,11 +105,13 @@ for (const face of faces) {
         started.push({ file, path, marker, evaluated, g: await gateway(face, m) });
       }
       try {
-        for (const { path, g } of started) {
+        for (const { file, path, g } of started) {
           const { body } = await call(g.client, 'list_mcp_servers');
           assert.deepEqual(body.servers, [], path);
-          assert.match(body.hint, /Project configs not approved, so not used: /);
-          assert.ok(body.hint.includes(path), body.hint);
+          assert.equal(
+            body.hint,
+            `Project configs not approved, so not used: ./${file}. The user approves one with \`anygpt-discovery allow <file>\` in the project folder.`,
+          );
           assert.ok(body.hint.length < 400, body.hint);
           assert.ok(g.stderr().includes(`${path}: not used: a project config, not approved`), g.stderr());
           assert.ok(g.stderr().includes(`anygpt-discovery allow ${path}`), g.stderr());
@@ -210,7 +212,7 @@ for (const face of faces) {
         assert.match(denied.stdout, /✗ denied: nothing from it runs/);
         assert.ok(await pollAsync(async () => (await names()).length === 0), g.stderr());
         const { body } = await call(g.client, 'list_mcp_servers');
-        assert.ok(body.hint.includes(file), body.hint);
+        assert.ok(body.hint.includes('./.mcp.json'), body.hint);
       } finally {
         await g.close();
       }
@@ -230,7 +232,8 @@ for (const face of faces) {
       try {
         const { body } = await call(g.client, 'list_mcp_servers');
         assert.deepEqual(body.servers.map((s) => s.name), ['notes']);
-        assert.ok(body.hint.includes(file), 'the server Claude Code did not answer for waits for approval');
+        assert.ok(body.hint.includes('./.mcp.json'), 'the server Claude Code did not answer for waits for approval');
+        assert.ok(!body.hint.includes(m.project), body.hint);
         assert.ok(await pollAsync(async () => (await call(g.client, 'list_tools', { server: 'notes' })).body.tools?.length > 0, 10_000));
         await sleep(GRACE_MS);
         assert.equal(existsSync(disabled), false);
@@ -251,8 +254,8 @@ for (const face of faces) {
       const g = await gateway(face, m);
       try {
         assert.equal((await call(g.client, 'list_mcp_servers')).body.hint.startsWith('No servers configured'), true);
-        const file = put(join(m.project, '.mcp.json'), { mcpServers: { evil: touching(marker) } });
-        assert.ok(await pollAsync(async () => (await call(g.client, 'list_mcp_servers')).body.hint.includes(file)), g.stderr());
+        put(join(m.project, '.mcp.json'), { mcpServers: { evil: touching(marker) } });
+        assert.ok(await pollAsync(async () => (await call(g.client, 'list_mcp_servers')).body.hint.includes('./.mcp.json')), g.stderr());
         await sleep(GRACE_MS);
         assert.equal(existsSync(marker), false);
       } finally {

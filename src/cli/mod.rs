@@ -590,6 +590,46 @@ mod tests {
     }
 
     #[test]
+    fn only_commands_that_read_the_config_need_it() {
+        let needs = |line: &str| {
+            needs_config(
+                std::iter::once("anygpt-discovery")
+                    .chain(line.split_whitespace())
+                    .map(str::to_owned),
+            )
+        };
+        for line in [
+            "",
+            "serve",
+            "list",
+            "search x",
+            "execute a b",
+            "auth status",
+            "config show",
+            "config sources",
+            "trust a",
+        ] {
+            assert!(needs(line), "{line}");
+        }
+        for line in [
+            "--help",
+            "--version",
+            "help list",
+            "list --help",
+            "completions bash",
+            "allow",
+            "allow --list",
+            "deny x",
+            "config path",
+            "config reload",
+            "search x --catalog c.jsonl",
+            "--no-such-flag",
+        ] {
+            assert!(!needs(line), "{line}");
+        }
+    }
+
+    #[test]
     fn a_status_reason_loses_its_retry() {
         assert_eq!(one_shot_reason(&unavailable().to_string()), "command `nope` not found");
         assert_eq!(

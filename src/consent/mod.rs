@@ -106,6 +106,25 @@ impl Place {
         }
     }
 
+    /// A short name for the model: relative to the starting folder (`./.mcp.json`) or home,
+    /// so a folder name chosen by a repository's author never reaches the model's context.
+    #[must_use]
+    pub fn short(&self, env: &Environment) -> String {
+        let file = if let Ok(rest) = self.file.strip_prefix(&env.cwd) {
+            format!("./{}", rest.display())
+        } else if let Some(rest) = env.home.as_ref().and_then(|h| self.file.strip_prefix(h).ok()) {
+            format!("~/{}", rest.display())
+        } else {
+            self.file
+                .file_name()
+                .map_or_else(|| "a file".to_owned(), |n| n.to_string_lossy().into_owned())
+        };
+        match &self.section {
+            Some(_) => format!("{file} (this folder's servers)"),
+            None => file,
+        }
+    }
+
     /// The one command that approves it (run from the starting folder for a section).
     #[must_use]
     pub fn allow_command(&self) -> String {

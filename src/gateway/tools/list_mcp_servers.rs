@@ -41,21 +41,23 @@ const SKIPPED_SHOWN: usize = 3;
 const PATH_CHARS: usize = 120;
 
 /// Project configs passed over for want of approval, in one bounded line: the model cannot
-/// approve them (only the user can), but it can tell the user why a server is missing.
-fn skipped_hint(skipped: &[crate::consent::Skipped]) -> Option<String> {
+/// approve them (only the user can), but it can tell the user why a server is missing. Files
+/// are named relative to the starting folder: the folder's own name is the repository's
+/// author's to choose, and has no business in the model's context.
+fn skipped_hint(skipped: &[crate::consent::Skipped], env: &crate::config::Environment) -> Option<String> {
     if skipped.is_empty() {
         return None;
     }
     let mut named: Vec<String> = skipped
         .iter()
         .take(SKIPPED_SHOWN)
-        .map(|s| crate::gateway::bound::cut_text(&s.place.shown(), PATH_CHARS).into_owned())
+        .map(|s| crate::gateway::bound::cut_text(&s.place.short(env), PATH_CHARS).into_owned())
         .collect();
     if skipped.len() > SKIPPED_SHOWN {
         named.push(format!("{} more", skipped.len() - SKIPPED_SHOWN));
     }
     Some(format!(
-        "Project configs not approved, so not used: {}. The user approves one with `anygpt-discovery allow <file>`.",
+        "Project configs not approved, so not used: {}. The user approves one with `anygpt-discovery allow <file>` in the project folder.",
         named.join(", ")
     ))
 }
@@ -63,7 +65,8 @@ fn skipped_hint(skipped: &[crate::consent::Skipped]) -> Option<String> {
 impl ListServers {
     pub async fn apply(self, engine: &Engine) -> Output {
         let servers = engine.list_servers().await;
-        let hint = skipped_hint(&engine.skipped()).or_else(|| servers.is_empty().then(|| NO_SERVERS_HINT.to_owned()));
+        let hint = skipped_hint(&engine.skipped(), &crate::config::Environment::current())
+            .or_else(|| servers.is_empty().then(|| NO_SERVERS_HINT.to_owned()));
         Output {
             servers,
             semantic_search: Some(engine.semantic_status().0).filter(|word| word != "no-model"),
