@@ -233,12 +233,21 @@ pub fn looks_like_key(value: &str) -> bool {
     }
     if KEY_PREFIXES
         .iter()
-        .any(|p| value.starts_with(p) && value.len() >= p.len() + MIN_AFTER_PREFIX)
+        .any(|p| value.strip_prefix(p).is_some_and(is_key_after_prefix))
     {
         return true;
     }
     let mixed = value.chars().any(|c| c.is_ascii_alphabetic()) && value.chars().any(|c| c.is_ascii_digit());
     mixed && longest_run(value).is_some_and(|run| is_random_run(&run))
+}
+
+/// What follows a known prefix in a key: [`MIN_AFTER_PREFIX`]+ characters holding a digit or
+/// an upper case letter, or one long run — not words joined (`npm_max_file_size`,
+/// `secret_push_protection_enabled` are settings).
+fn is_key_after_prefix(rest: &str) -> bool {
+    rest.len() >= MIN_AFTER_PREFIX
+        && (rest.chars().any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+            || !rest.contains(['-', '_', '.']) && rest.len() >= MIN_KEY_SHAPED_CHARS)
 }
 
 /// The longest part of `value` between separators (`-_.~/`): a key is one long run, or has
@@ -1180,6 +1189,8 @@ mod tests {
             "getUserProfile2SettingsByAccountId",
             "550e8400-e29b-41d4-a716-446655440000",
             "aaaa1111aaaa1111aaaa",
+            "npm_max_file_size",
+            "secret_push_protection_enabled",
         ] {
             assert!(!looks_like_key(not_key), "{not_key}");
         }
