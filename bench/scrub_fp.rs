@@ -38,13 +38,32 @@ fn main() {
     if benchmark.is_none() {
         println!("(no {}: the benchmark catalog is left out)\n", data.display());
     }
+    let registered = launch_specs(root, benchmark.as_deref());
+    let mut catalogs: Vec<(String, String)> = ["catalog.jsonl", "registry-catalog.jsonl", "bad-catalog.jsonl"]
+        .iter()
+        .filter_map(|f| {
+            Some((
+                (*f).to_owned(),
+                std::fs::read_to_string(root.join("tests/fixtures").join(f)).ok()?,
+            ))
+        })
+        .collect();
+    if let Some(text) = benchmark {
+        catalogs.push(("combined.jsonl (benchmark)".into(), text));
+    }
+    catalog_tokens(&catalogs);
+    glue(&catalogs, &registered);
+    recall();
+}
 
+/// What the launch specs register, printed value by value; returns the values.
+fn launch_specs(root: &Path, benchmark: Option<&str>) -> Vec<String> {
     println!("## Launch specs\n");
     let mut specs = committed_specs(root);
     let committed = specs.len();
     let names: BTreeSet<String> = benchmark
-        .iter()
-        .flat_map(|text| catalog_lines(text))
+        .into_iter()
+        .flat_map(catalog_lines)
         .map(|l| server_of(&l))
         .collect();
     specs.extend(names.iter().map(|name| Spec {
@@ -71,21 +90,13 @@ fn main() {
         names.len(),
         registered.len()
     );
+    registered
+}
 
+/// How many distinct tokens of each catalog the key-shape rule takes, now and before.
+fn catalog_tokens(catalogs: &[(String, String)]) {
     println!("## Catalog tokens\n");
-    let mut catalogs: Vec<(String, String)> = ["catalog.jsonl", "registry-catalog.jsonl", "bad-catalog.jsonl"]
-        .iter()
-        .filter_map(|f| {
-            Some((
-                f.to_string(),
-                std::fs::read_to_string(root.join("tests/fixtures").join(f)).ok()?,
-            ))
-        })
-        .collect();
-    if let Some(text) = benchmark {
-        catalogs.push(("combined.jsonl (benchmark)".into(), text));
-    }
-    for (name, text) in &catalogs {
+    for (name, text) in catalogs {
         let tokens: BTreeSet<&str> = text
             .split(|c: char| !(c.is_ascii_alphanumeric() || "-_+/=.~".contains(c)))
             .map(|t| t.trim_end_matches('.'))
@@ -102,10 +113,13 @@ fn main() {
             percent(before, tokens.len()),
         );
     }
+}
 
+/// How many tool entries of each catalog the registered secrets change (glued or whole).
+fn glue(catalogs: &[(String, String)], registered: &[String]) {
     println!("\n## Glue rule\n");
     secrets::register("bench", registered.iter().cloned());
-    for (name, text) in &catalogs {
+    for (name, text) in catalogs {
         let lines = catalog_lines(text);
         let changed: Vec<&String> = lines.iter().filter(|l| secrets::scrub(l) != l.as_str()).collect();
         println!(
@@ -118,7 +132,10 @@ fn main() {
             println!("  - {}", secrets::scrub(line));
         }
     }
+}
 
+/// How many random keys of each alphabet and length the key-shape rule finds.
+fn recall() {
     println!("\n## Recall on random keys (2,000 of each)\n");
     println!("| alphabet | 16 | 20 | 24 | 32 | 40 |");
     println!("|---|---|---|---|---|---|");
@@ -212,7 +229,9 @@ fn committed_specs(root: &Path) -> Vec<Spec> {
 fn collect_specs(value: &Value, key: &str, origin: &str, out: &mut Vec<Spec>) {
     let Some(object) = value.as_object() else {
         if let Some(items) = value.as_array() {
-            items.iter().for_each(|v| collect_specs(v, key, origin, out));
+            for item in items {
+                collect_specs(item, key, origin, out);
+            }
         }
         return;
     };
