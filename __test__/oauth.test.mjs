@@ -228,6 +228,28 @@ function assertNoLeaks(s) {
   }
 }
 
+test('an access token a server hands back in resource links, embedded resources or glued text never reaches the model', { timeout: 120000 }, async () => {
+  const s = await setup();
+  try {
+    const result = await s.run('secure', 'links');
+    assert.equal(result.isError, undefined, JSON.stringify(result));
+    const [accessToken] = s.storedTokens();
+    assert.ok(accessToken, 'signed in: the store holds the access token');
+    const [link, embedded] = result.content;
+    assert.equal(link.type, 'resource_link');
+    assert.equal(link.uri, 'https://files.example.com/***/list');
+    assert.equal(link.name, 'files-***');
+    assert.equal(link.description, 'token=***;');
+    assert.equal(embedded.resource.uri, 'https://files.example.com/***/readme');
+    assert.equal(embedded.resource.text, 'Bearer ***');
+    const text = JSON.stringify(result);
+    assert.ok(!text.includes(accessToken), `the live access token reached the model:\n${text}`);
+  } finally {
+    await s.close();
+  }
+  assertNoLeaks(s);
+});
+
 test('a restarted gateway signs in with the client it registered before, and registers again once it is refused', { timeout: 120000 }, async () => {
   const s = await setup();
   try {

@@ -6,8 +6,10 @@
 //! server's spec is expanded for a launch, every value that may be a credential — `env` and
 //! `headers` values, a URL's password and query values, arguments that look like credentials —
 //! is registered as a secret of that server ([`register`]), and [`scrub`] replaces each of them
-//! by `***` wherever it appears whole: errors and statuses the model sees, tool results, log
-//! lines, the audit log and snapshots. [`redact_args`] and [`redact_url`] do the same for the
+//! by `***` wherever it appears: errors and statuses the model sees, tool results (texts,
+//! resource links, embedded resources, structured content), log lines, the audit log and the
+//! texts of snapshots. [`mask_key_shaped`] masks keys nobody registered in texts a person
+//! writes about a server (its `description`). [`redact_args`] and [`redact_url`] do the same for the
 //! config as written (`getConfig()`), where `${VAR}` references are kept.
 //!
 //! The rules (each unit-tested below) trade recall for not eating ordinary words:
@@ -17,16 +19,25 @@
 //!   is one;
 //! - an unnamed `env`/header/query value is one when it looks like a key or mixes letters and
 //!   digits (`Tr0ub4dor&3`), never when it is a plain word (`production`) or a version;
-//! - an unnamed argument only when it is shaped like a key: a known prefix (`sk-`, `ghp_`…) or
-//!   16+ characters of a key's alphabet mixing letters and digits — arguments are mostly
-//!   package names and paths, which must stay readable;
-//! - only whole tokens are replaced, so `json` registered never blanks "jsonl".
+//! - an unnamed argument only when it is shaped like a key ([`looks_like_key`]): a known
+//!   prefix (`sk-`, `ghp_`…), or a random run by the entropy rule (16+ characters between
+//!   separators, 3+ changes of character class, 3+ bits of entropy per character) —
+//!   arguments are mostly package names and paths (`web3-research-mcp`), which must stay
+//!   readable;
+//! - header arguments (`-H "Authorization: Bearer …"`, `--header X-Api-Key:…`) under a
+//!   credential's name give their value and token; a remote URL's random path segments
+//!   (`/mcp/sk-ak-…/sse`, a UUID) are secrets too;
+//! - a secret of 8+ characters that is not a plain word is replaced wherever it appears, glued
+//!   to other text (`token=sk-…;`); shorter ones and words only as whole tokens, so `json`
+//!   registered never blanks "jsonl";
+//! - server names are never secrets ([`declare_names`]), and tool names are never rewritten:
+//!   scrubbing is for text that leaves the gateway, not for what it stores about itself.
 //!
 //! Registered values are held as [`SecretString`]s, whose `Debug` prints `[REDACTED]` and
 //! which have no `Display`, so a new log line cannot print one by accident.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use aho_corasick::AhoCorasick;
@@ -36,10 +47,16 @@ pub use secrecy::{ExposeSecret, SecretString};
 /// Shortest value ever taken for a secret: shorter ones are not keys, and would blank out
 /// parts of ordinary text.
 pub const MIN_SECRET_CHARS: usize = 4;
-/// Shortest value taken for a key by its shape alone.
+/// Shortest random run ([`is_random_run`]) that makes a value a key by its shape alone.
 const MIN_KEY_SHAPED_CHARS: usize = 16;
+/// Fewest changes of character class in a random run.
+const MIN_CLASS_CHANGES: usize = 3;
+/// Lowest Shannon entropy of a random run, in bits per character.
+const MIN_ENTROPY_BITS: f64 = 3.0;
 /// Characters after a known prefix for a value to count as a key (`sk-` alone is not one).
 const MIN_AFTER_PREFIX: usize = 8;
+/// Shortest registered secret replaced even glued to other text ([`replaced_anywhere`]).
+const MIN_GLUED_CHARS: usize = 8;
 /// What replaces a secret.
 pub const MASK: &str = "***";
 
@@ -75,6 +92,7 @@ const KEY_PREFIXES: &[&str] = &[
     "lin_api_",
     "ntn_",
     "secret_",
+    "eyJ",
 ];
 
 /// Words that, as a part of a name (`GITHUB_TOKEN`, `x-api-key`, `clientSecret`), say the
@@ -205,9 +223,8 @@ fn in_key_alphabet(value: &str) -> bool {
 }
 
 /// Whether a value looks like an API key or token whatever its name: a known prefix followed
-/// by enough key characters (`sk-live-…`, `ghp_…`), or 16+ key characters mixing letters and
-/// digits — with upper and lower case too when it holds `/` or `.`, so paths and file names
-/// (`src/server-2026/main`) are not taken for base64.
+/// by enough key characters (`sk-live-…`, `ghp_…`, a JWT's `eyJ…`), or a random-looking run
+/// ([`is_random_run`]) in a value of a key's alphabet that mixes letters and digits.
 #[must_use]
 pub fn looks_like_key(value: &str) -> bool {
     let value = value.trim();
@@ -216,14 +233,106 @@ pub fn looks_like_key(value: &str) -> bool {
     }
     if KEY_PREFIXES
         .iter()
-        .any(|p| value.starts_with(p) && value.len() >= p.len() + MIN_AFTER_PREFIX)
+        .any(|p| value.strip_prefix(p).is_some_and(is_key_after_prefix))
     {
         return true;
     }
+    let mixed = value.chars().any(|c| c.is_ascii_alphabetic()) && value.chars().any(|c| c.is_ascii_digit());
+    mixed && longest_run(value).is_some_and(|run| is_random_run(&run))
+}
+
+/// What follows a known prefix in a key: [`MIN_AFTER_PREFIX`]+ characters holding a digit or
+/// an upper case letter, or one long run — not words joined (`npm_max_file_size`,
+/// `secret_push_protection_enabled` are settings).
+fn is_key_after_prefix(rest: &str) -> bool {
+    rest.len() >= MIN_AFTER_PREFIX
+        && (rest.chars().any(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+            || !rest.contains(['-', '_', '.']) && rest.len() >= MIN_KEY_SHAPED_CHARS)
+}
+
+/// The longest part of `value` between separators (`-_.~/`): a key is one long run, or has
+/// one (`sk-…-<run>`); a package or file name is short words joined (`web3-research-mcp`).
+/// Base64 (upper and lower case, `/` or `+` inside, no other separator) is one run, without
+/// its `/+=`.
+fn longest_run(value: &str) -> Option<Cow<'_, str>> {
     let has = |f: fn(&char) -> bool| value.chars().any(|c| f(&c));
-    let mixed = has(char::is_ascii_alphabetic) && has(char::is_ascii_digit);
-    let base64_like = !value.contains(['/', '.']) || (has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase));
-    value.len() >= MIN_KEY_SHAPED_CHARS && mixed && base64_like
+    let base64 = !value.contains(['-', '_', '.', '~'])
+        && value.contains(['/', '+'])
+        && has(char::is_ascii_uppercase)
+        && has(char::is_ascii_lowercase);
+    if base64 {
+        return Some(Cow::Owned(value.chars().filter(char::is_ascii_alphanumeric).collect()));
+    }
+    value
+        .split(['-', '_', '.', '~', '/'])
+        .max_by_key(|run| run.len())
+        .map(Cow::Borrowed)
+}
+
+/// Whether a run of letters and digits reads as random rather than as a word or an
+/// identifier, by three measures a key passes and a name fails (thresholds measured with
+/// `bench/scrub_fp.rs`, see BENCHMARKS.md): at least [`MIN_KEY_SHAPED_CHARS`] characters; at
+/// least [`MIN_CLASS_CHANGES`] changes between digits, lower and upper case letters (those of
+/// a capitalised word do not count, so `camelCaseNames` score low); and a Shannon entropy of at least [`MIN_ENTROPY_BITS`] bits per character
+/// (`aaaa1111aaaa1111` changes class often but repeats itself).
+fn is_random_run(run: &str) -> bool {
+    run.len() >= MIN_KEY_SHAPED_CHARS
+        && class_changes(run) >= MIN_CLASS_CHANGES
+        && entropy_bits(run) >= MIN_ENTROPY_BITS
+}
+
+/// How often consecutive characters change class (digit, lower, upper), not counting the
+/// changes of a capitalised word (`…Profile2Settings…` changes once, at the `2`): the start
+/// of a word is an upper case letter followed by a lower case one.
+fn class_changes(run: &str) -> usize {
+    #[derive(PartialEq, Clone, Copy)]
+    enum Class {
+        Digit,
+        Lower,
+        Upper,
+        Other,
+    }
+    let class = |c: char| match c {
+        '0'..='9' => Class::Digit,
+        'a'..='z' => Class::Lower,
+        'A'..='Z' => Class::Upper,
+        _ => Class::Other,
+    };
+    let classes: Vec<Class> = run.chars().map(class).collect();
+    (1..classes.len())
+        .filter(|&i| {
+            let (before, now, next) = (classes[i - 1], classes[i], classes.get(i + 1).copied());
+            let starts_word = now == Class::Upper && next == Some(Class::Lower);
+            let inside_word = before == Class::Upper && now == Class::Lower;
+            before != now && !starts_word && !inside_word
+        })
+        .count()
+}
+
+/// Shannon entropy of the characters of `text`, in bits per character.
+#[allow(clippy::cast_precision_loss)] // counts of a short run
+fn entropy_bits(text: &str) -> f64 {
+    let mut counts = std::collections::HashMap::<char, usize>::new();
+    for c in text.chars() {
+        *counts.entry(c).or_default() += 1;
+    }
+    let total = text.chars().count() as f64;
+    counts
+        .values()
+        .map(|&n| {
+            let p = n as f64 / total;
+            -p * p.log2()
+        })
+        .sum()
+}
+
+/// `8-4-4-4-12` hexadecimal: an id by its shape. Not a key among arguments (`--project`
+/// ids), but one in a remote server's URL path, where hosted servers put the capability
+/// (`https://mcp.example.net/<uuid>/gmail`).
+fn is_uuid(value: &str) -> bool {
+    let groups: Vec<&str> = value.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// Whether the value of a setting (an `env` variable, a header, a query parameter) named
@@ -290,7 +399,8 @@ pub fn strip_scheme(value: &str) -> &str {
 }
 
 /// The secrets of a URL, as written and as decoded: its password, a user name shaped like a
-/// key (`https://ghp_…@github.com`), and query values that are secrets by [`is_secret_setting`].
+/// key (`https://ghp_…@github.com`), query values that are secrets by [`is_secret_setting`],
+/// and random path segments ([`is_secret_path_segment`]: `/mcp/sk-ak-…/sse`).
 #[must_use]
 pub fn url_secrets(url: &Url) -> Vec<String> {
     let raw_pairs = url
@@ -307,6 +417,13 @@ pub fn url_secrets(url: &Url) -> Vec<String> {
         .filter(|u| looks_like_key(u))
         .map(|u| ("token".to_owned(), u.to_owned()));
     let password_decoded = password.as_ref().map(|(n, p)| (n.clone(), percent_decode(p)));
+    let segments: Vec<String> = url
+        .path_segments()
+        .into_iter()
+        .flatten()
+        .flat_map(|segment| [segment.to_owned(), percent_decode(segment)])
+        .filter(|segment| is_secret_path_segment(segment))
+        .collect();
     longest_first(
         password
             .into_iter()
@@ -315,8 +432,18 @@ pub fn url_secrets(url: &Url) -> Vec<String> {
             .chain(raw_pairs)
             .chain(decoded_pairs)
             .filter(|(name, value)| is_secret_setting(name, value))
-            .map(|(_, value)| value),
+            .map(|(_, value)| value)
+            .chain(segments),
     )
+}
+
+/// Whether a segment of a URL's path is a credential: shaped like a key ([`looks_like_key`],
+/// the entropy rule) or a UUID. Hosted MCP servers put the key in the path
+/// (`https://actions.zapier.com/mcp/sk-ak-…/sse`, `https://mcp.example.net/<uuid>/gmail`);
+/// ordinary paths (`/mcp`, `/v1/sse`, `/servers/web3-research-mcp`) are words.
+#[must_use]
+pub fn is_secret_path_segment(segment: &str) -> bool {
+    looks_like_key(segment) || is_uuid(segment)
 }
 
 fn percent_decode(text: &str) -> String {
@@ -328,16 +455,33 @@ fn percent_decode(text: &str) -> String {
 }
 
 /// The credentials in a command line: the value of a flag whose name says credential
-/// (`--token=…`, `--api-key …`), values shaped like keys,
-/// and the secrets of URL arguments.
+/// (`--token=…`, `--api-key …`), header arguments (`-H "Authorization: Bearer …"`,
+/// `--header=X-Api-Key:…`, see [`header_secrets`]), values shaped like keys, and the
+/// secrets of URL arguments.
 #[must_use]
 pub fn arg_secrets<S: AsRef<str>>(args: &[S]) -> Vec<String> {
     let mut found = Vec::new();
     let mut named_next = false;
+    let mut header_next = false;
     for arg in args.iter().map(AsRef::as_ref) {
+        if std::mem::take(&mut header_next) {
+            found.extend(header_secrets(arg));
+            continue;
+        }
         if std::mem::take(&mut named_next) && !arg.starts_with('-') && !is_ordinary(arg) {
             found.push(arg.to_owned());
             continue;
+        }
+        match header_flag(arg) {
+            Some(HeaderFlag::Next) => {
+                header_next = true;
+                continue;
+            }
+            Some(HeaderFlag::Inline(header)) => {
+                found.extend(header_secrets(header));
+                continue;
+            }
+            None => {}
         }
         if let Some((flag, value)) = arg.split_once('=') {
             let name = flag.trim_start_matches('-');
@@ -358,6 +502,54 @@ pub fn arg_secrets<S: AsRef<str>>(args: &[S]) -> Vec<String> {
         }
     }
     longest_first(found.into_iter())
+}
+
+/// A header argument: its value follows (`-H`, `--header`), or is in it (`--header=…`).
+enum HeaderFlag<'a> {
+    Next,
+    Inline(&'a str),
+}
+
+/// Whether `arg` is a header flag, as `mcp-remote`, `curl` and most HTTP bridges spell it.
+fn header_flag(arg: &str) -> Option<HeaderFlag<'_>> {
+    match arg {
+        "-H" | "--header" | "--headers" => Some(HeaderFlag::Next),
+        _ => arg
+            .strip_prefix("--header=")
+            .or_else(|| arg.strip_prefix("--headers="))
+            .or_else(|| arg.strip_prefix("-H").filter(|rest| rest.contains(':')))
+            .map(HeaderFlag::Inline),
+    }
+}
+
+/// The secrets of one `Name: value` header argument. Under a credential's name
+/// (`Authorization`, `Proxy-Authorization`, `Cookie`, `X-Api-Key`, `*-Token`, `*-Secret` …,
+/// see [`names_a_secret`]) the value is one, and so is the token of `Bearer …`/`Basic …` and
+/// each value of a cookie list; under another name the value is one by the rules of any
+/// setting ([`setting_secrets`]).
+#[must_use]
+pub fn header_secrets(header: &str) -> Vec<String> {
+    let Some((name, value)) = header.split_once(':') else {
+        return Vec::new();
+    };
+    let (name, value) = (name.trim(), value.trim());
+    if name.is_empty() || name.contains(char::is_whitespace) || is_ordinary(value) {
+        return Vec::new();
+    }
+    if !names_a_secret(name) {
+        return setting_secrets(name, value);
+    }
+    let token = strip_scheme(value);
+    let cookies = value
+        .split(';')
+        .filter_map(|pair| pair.split_once('=').map(|(_, v)| v.trim()))
+        .filter(|v| !is_ordinary(v));
+    let values = [value, token]
+        .into_iter()
+        .chain(cookies)
+        .filter(|v| !is_ordinary(v))
+        .map(str::to_owned);
+    longest_first(values)
 }
 
 /// Whether `text` is exactly one reference (`${NAME}` or `${NAME:-…}`): safe to display,
@@ -392,7 +584,7 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
 pub fn redact_url(text: &str) -> String {
     let (base, fragment) = text.split_once('#').map_or((text, None), |(b, f)| (b, Some(f)));
     let (head, query) = base.split_once('?').map_or((base, None), |(h, q)| (h, Some(q)));
-    let mut out = redact_userinfo(head);
+    let mut out = redact_path(&redact_userinfo(head));
     if let Some(query) = query {
         out.push('?');
         let pairs: Vec<String> = query
@@ -414,6 +606,28 @@ pub fn redact_url(text: &str) -> String {
         out.push_str(fragment);
     }
     out
+}
+
+/// `scheme://host/path` with the random segments of its path ([`is_secret_path_segment`])
+/// replaced by `***`; references (`/${KEY}/sse`) are kept.
+fn redact_path(head: &str) -> String {
+    let Some(scheme_end) = head.find("://").map(|i| i + 3) else {
+        return head.to_owned();
+    };
+    let Some(path_start) = head[scheme_end..].find('/').map(|i| scheme_end + i) else {
+        return head.to_owned();
+    };
+    let path: Vec<&str> = head[path_start..]
+        .split('/')
+        .map(|segment| {
+            if !segment.contains("${") && is_secret_path_segment(&percent_decode(segment)) {
+                MASK
+            } else {
+                segment
+            }
+        })
+        .collect();
+    format!("{}{}", &head[..path_start], path.join("/"))
 }
 
 /// `scheme://user:password@host…` with the password (or a key-shaped user name) masked.
@@ -461,8 +675,23 @@ fn is_whole_token(text: &str, start: usize, end: usize) -> bool {
     !before.is_some_and(continues_token) && !after.is_some_and(continues_token)
 }
 
-/// `text` with each whole-token occurrence of `secret` replaced by `***`: the characters
-/// around it must not continue a token (`json` in "jsonl" stays). A dot ends a token, so a
+/// Whether a secret is replaced wherever it appears, glued to other text (`token=sk-…;x`,
+/// `key%3Dabc…`, `Bearer_abc…`), not only as a whole token: when it has at least
+/// [`MIN_GLUED_CHARS`] characters and is not a plain word (it holds a digit or a symbol). A
+/// shorter secret, or a word (`production` under `API_TOKEN`), is replaced as a whole token
+/// only, so that it never blanks the middle of an ordinary word ("reproduction").
+fn replaced_anywhere(secret: &str) -> bool {
+    secret.chars().count() >= MIN_GLUED_CHARS && !secret.chars().all(char::is_alphabetic)
+}
+
+/// Whether the occurrence of a secret at `start..end` of `text` is masked.
+fn masks_at(text: &str, start: usize, end: usize) -> bool {
+    replaced_anywhere(&text[start..end]) || is_whole_token(text, start, end)
+}
+
+/// `text` with each occurrence of `secret` replaced by `***`: anywhere for a long secret
+/// that is not a word ([`replaced_anywhere`]), else as a whole token only (the characters
+/// around it must not continue a token: `json` in "jsonl" stays). A dot ends a token, so a
 /// key at the end of a sentence still goes.
 #[must_use]
 pub fn replace_token<'t>(text: &'t str, secret: &str) -> Cow<'t, str> {
@@ -472,8 +701,34 @@ pub fn replace_token<'t>(text: &'t str, secret: &str) -> Cow<'t, str> {
     let spans: Vec<(usize, usize)> = text
         .match_indices(secret)
         .map(|(at, _)| (at, at + secret.len()))
-        .filter(|&(start, end)| is_whole_token(text, start, end))
+        .filter(|&(start, end)| masks_at(text, start, end))
         .collect();
+    mask_spans(text, spans)
+}
+
+/// `text` with every token shaped like a key ([`looks_like_key`]: a known prefix, or a
+/// random run by the entropy rule) replaced by `***`, registered or not: for texts a person
+/// writes about a server (its `description`), where a pasted key is never meant to be shown.
+#[must_use]
+pub fn mask_key_shaped(text: &str) -> Cow<'_, str> {
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || "-_+/=.~".contains(c);
+    let mut spans = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices().chain([(text.len(), ' ')]) {
+        let in_token = at < text.len() && is_key_char(c);
+        match (start, in_token) {
+            (None, true) => start = Some(at),
+            (Some(from), false) => {
+                // A sentence's dot after a key is not part of it.
+                let token = text[from..at].trim_end_matches('.');
+                if looks_like_key(token) {
+                    spans.push((from, from + token.len()));
+                }
+                start = None;
+            }
+            _ => {}
+        }
+    }
     mask_spans(text, spans)
 }
 
@@ -504,12 +759,46 @@ fn mask_spans(text: &str, spans: Vec<(usize, usize)>) -> Cow<'_, str> {
 struct Register {
     entries: Vec<(String, SecretString)>,
     finder: Option<Arc<AhoCorasick>>,
+    /// Server names: never secrets, whatever they look like (see [`declare_names`]).
+    names: BTreeSet<String>,
 }
 
 static REGISTER: RwLock<Register> = RwLock::new(Register {
     entries: Vec::new(),
     finder: None,
+    names: BTreeSet::new(),
 });
+
+/// Declare the names of configured servers, which are never secrets: a name that looks like
+/// a key, or that is also an argument taken for one (`npx -y web3-research-mcp` in a server
+/// named `web3-research-mcp`), is how the gateway, its snapshots and the model refer to the
+/// server, and masking it would hide the server and break what is stored about it. A value
+/// already registered that is a name is dropped.
+pub fn declare_names<'a>(names: impl IntoIterator<Item = &'a str>) {
+    let mut register = REGISTER.write().unwrap_or_else(PoisonError::into_inner);
+    let fresh: Vec<&str> = names.into_iter().filter(|n| !register.names.contains(*n)).collect();
+    if fresh.is_empty() {
+        return;
+    }
+    register.names.extend(fresh.iter().map(|n| (*n).to_owned()));
+    let before = register.entries.len();
+    let names = std::mem::take(&mut register.names);
+    register.entries.retain(|(_, s)| !names.contains(s.expose_secret()));
+    register.names = names;
+    if register.entries.len() != before {
+        rebuild_finder(&mut register);
+    }
+}
+
+fn rebuild_finder(register: &mut Register) {
+    let patterns: Vec<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
+    // Standard semantics: every match, overlapping ones too, so the masking rule can pick.
+    register.finder = if patterns.is_empty() {
+        None
+    } else {
+        AhoCorasick::new(patterns).ok().map(Arc::new)
+    };
+}
 
 /// Register `values` as secrets of `server` (values not worth a secret, shorter than
 /// [`MIN_SECRET_CHARS`], are ignored; duplicates are kept once).
@@ -533,6 +822,7 @@ pub fn register_all<'a, V: IntoIterator<Item = String>>(servers: impl IntoIterat
     // Borrowed views only, so no secret is copied into a plain string to compare it.
     let new: Vec<bool> = {
         let mut known: HashSet<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
+        known.extend(register.names.iter().map(String::as_str));
         fresh.iter().map(|(_, v)| known.insert(v.as_str())).collect()
     };
     if !new.contains(&true) {
@@ -543,9 +833,7 @@ pub fn register_all<'a, V: IntoIterator<Item = String>>(servers: impl IntoIterat
             register.entries.push((server.to_owned(), SecretString::from(value)));
         }
     }
-    let patterns: Vec<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
-    // Standard semantics: every match, overlapping ones too, so the token rule can pick.
-    register.finder = AhoCorasick::new(patterns).ok().map(Arc::new);
+    rebuild_finder(&mut register);
 }
 
 /// Register the secrets of a stdio server's expanded launch spec: `env` values (by name and
@@ -643,8 +931,9 @@ pub fn registered_count(server: &str) -> usize {
         .count()
 }
 
-/// `text` with every registered secret replaced by `***` (whole tokens only, the longest one
-/// where several start at one place). Borrowed when nothing was found.
+/// `text` with every registered secret replaced by `***` (glued to other text when long
+/// enough, else whole tokens only: [`replaced_anywhere`]; the longest one where several start
+/// at one place). Borrowed when nothing was found.
 #[must_use]
 pub fn scrub(text: &str) -> Cow<'_, str> {
     let Some(finder) = REGISTER.read().unwrap_or_else(PoisonError::into_inner).finder.clone() else {
@@ -653,7 +942,7 @@ pub fn scrub(text: &str) -> Cow<'_, str> {
     let mut spans: Vec<(usize, usize)> = finder
         .find_overlapping_iter(text)
         .map(|m| (m.start(), m.end()))
-        .filter(|&(start, end)| is_whole_token(text, start, end))
+        .filter(|&(start, end)| masks_at(text, start, end))
         .collect();
     spans.sort_by_key(|&(start, end)| (start, std::cmp::Reverse(end)));
     mask_spans(text, spans)
@@ -687,6 +976,83 @@ pub fn scrub_map(map: &mut serde_json::Map<String, serde_json::Value>) {
         }
     }
     map.values_mut().for_each(scrub_json);
+}
+
+/// A tool as the model and the snapshot see it, without registered secrets in its title,
+/// description or schemas (a server may document its own key as a default). Its name is
+/// left alone: names are not secrets, and a masked name could no longer be called, trusted
+/// or matched to its snapshot.
+pub fn scrub_tool(tool: &mut rmcp::model::Tool) {
+    if let Some(title) = &mut tool.title {
+        scrub_in_place(title);
+    }
+    if let Some(description) = &mut tool.description {
+        if let Cow::Owned(clean) = scrub(description) {
+            *description = clean.into();
+        }
+    }
+    scrub_map(Arc::make_mut(&mut tool.input_schema));
+    if let Some(schema) = &mut tool.output_schema {
+        scrub_map(Arc::make_mut(schema));
+    }
+}
+
+/// A tool's result without registered secrets in anything the model reads: texts, the
+/// `uri`, `name`, `title` and `description` of resource links and embedded resources (a
+/// server may hand back a link holding the token it was given), structured content and
+/// `_meta`. Images, audio and blobs are data, left alone.
+pub fn scrub_result(result: &mut rmcp::model::CallToolResult) {
+    use rmcp::model::{ContentBlock, ResourceContents};
+    if !any_registered() {
+        return;
+    }
+    for block in &mut result.content {
+        let meta = match block {
+            ContentBlock::Text(content) => {
+                scrub_in_place(&mut content.text);
+                &mut content.meta
+            }
+            ContentBlock::Resource(embedded) => {
+                match &mut embedded.resource {
+                    ResourceContents::TextResourceContents { uri, text, meta, .. } => {
+                        scrub_in_place(uri);
+                        scrub_in_place(text);
+                        scrub_meta(meta);
+                    }
+                    ResourceContents::BlobResourceContents { uri, meta, .. } => {
+                        scrub_in_place(uri);
+                        scrub_meta(meta);
+                    }
+                    // Kinds a later protocol adds.
+                    _ => {}
+                }
+                &mut embedded.meta
+            }
+            ContentBlock::ResourceLink(link) => {
+                scrub_in_place(&mut link.uri);
+                scrub_in_place(&mut link.name);
+                for text in [&mut link.title, &mut link.description].into_iter().flatten() {
+                    scrub_in_place(text);
+                }
+                &mut link.meta
+            }
+            ContentBlock::Image(image) => &mut image.meta,
+            ContentBlock::Audio(audio) => &mut audio.meta,
+            // Kinds a later protocol adds.
+            _ => continue,
+        };
+        scrub_meta(meta);
+    }
+    if let Some(structured) = &mut result.structured_content {
+        scrub_json(structured);
+    }
+    scrub_meta(&mut result.meta);
+}
+
+fn scrub_meta(meta: &mut Option<rmcp::model::MetaObject>) {
+    if let Some(meta) = meta {
+        scrub_map(&mut meta.0);
+    }
 }
 
 #[cfg(test)]
@@ -813,9 +1179,150 @@ mod tests {
             "server-everything",
             "1234567890123456",
             "report-2026-q1.json",
+            // Real server names of the 328-server benchmark catalog, given as arguments.
+            "web3-research-mcp",
+            "destiny2-mcp-server",
+            "stdio-context7-mcp",
+            "dysmsapi20180501",
+            "aws-elasticloadbalancingv2-actions",
+            "TFT5_Item_HandOfJusticeRadiant",
+            "getUserProfile2SettingsByAccountId",
+            "550e8400-e29b-41d4-a716-446655440000",
+            "aaaa1111aaaa1111aaaa",
+            "npm_max_file_size",
+            "secret_push_protection_enabled",
         ] {
             assert!(!looks_like_key(not_key), "{not_key}");
         }
+    }
+
+    #[test]
+    fn the_entropy_rule_measures_runs() {
+        assert_eq!(class_changes("web3research"), 2);
+        assert_eq!(class_changes("HandOfJustice"), 0, "capitalised words are no change");
+        assert_eq!(class_changes("getUserProfile2SettingsById"), 1);
+        assert_eq!(class_changes("q8Zr2L"), 3);
+        assert!(entropy_bits("aaaa") < 0.01);
+        assert!((entropy_bits("abcd") - 2.0).abs() < 1e-9);
+        assert!(is_random_run("q8Zr2LmX7vKp4TnW"));
+        assert!(!is_random_run("q8Zr2LmX7vKp4Tn"), "15 characters");
+        assert!(is_uuid("550e8400-e29b-41d4-a716-446655440000"));
+        assert!(!is_uuid("550e8400-e29b-41d4-a716-44665544000g"));
+    }
+
+    #[test]
+    fn header_arguments_register_their_credentials() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig-Abc123";
+        let args: Vec<String> = [
+            "-y",
+            "mcp-remote",
+            "https://mcp.example.com/sse",
+            "-H",
+            &format!("Authorization: Bearer {jwt}"),
+            "--header",
+            "X-Api-Key: plainkeyword",
+            "--header=Cookie: sid=c00kie-value-1; theme=dark",
+            "-HProxy-Authorization: Basic dXNlcjpwYXNzd29yZA==",
+            "--header",
+            "X-Tenant-Token:tenant-tok-9",
+            "--header",
+            "Accept: application/json",
+            "-H",
+            "X-Client: anygpt-test",
+        ]
+        .map(String::from)
+        .to_vec();
+        let found = arg_secrets(&args);
+        for secret in [
+            jwt,
+            "plainkeyword",
+            "c00kie-value-1",
+            "dXNlcjpwYXNzd29yZA==",
+            "tenant-tok-9",
+        ] {
+            assert!(found.iter().any(|s| s == secret), "{secret} not in {found:?}");
+        }
+        assert!(
+            !found
+                .iter()
+                .any(|s| s.contains("application/json") || s.contains("anygpt-test")),
+            "{found:?}"
+        );
+        let shown = redact_args(&args).join(" ");
+        assert!(
+            !shown.contains(jwt) && !shown.contains("plainkeyword") && !shown.contains("c00kie"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("-H Authorization: *** --header X-Api-Key: ***"),
+            "{shown}"
+        );
+        assert!(shown.contains("Accept: application/json"), "{shown}");
+        assert_eq!(
+            redact_args(&["--header".to_owned(), "Authorization:${AUTH_HEADER}".to_owned()]),
+            ["--header", "Authorization:${AUTH_HEADER}"]
+        );
+    }
+
+    #[test]
+    fn random_url_path_segments_are_secrets() {
+        let zapier = Url::parse("https://actions.zapier.com/mcp/sk-ak-Xq81vTz0LmR2pW9sKd4F/sse").unwrap();
+        assert_eq!(url_secrets(&zapier), ["sk-ak-Xq81vTz0LmR2pW9sKd4F"]);
+        let hosted = Url::parse("https://mcp.example.net/s/k7Qm2XrT9vLp4ZwN8cYb3HdF6gJs1AeU/mcp").unwrap();
+        assert_eq!(url_secrets(&hosted), ["k7Qm2XrT9vLp4ZwN8cYb3HdF6gJs1AeU"]);
+        let uuid = Url::parse("https://mcp.example.net/550e8400-e29b-41d4-a716-446655440000/gmail").unwrap();
+        assert_eq!(url_secrets(&uuid), ["550e8400-e29b-41d4-a716-446655440000"]);
+        for plain in [
+            "https://mcp.example.com/v1/sse",
+            "https://server.smithery.ai/@user/web3-research-mcp/mcp",
+            "http://localhost:3001/mcp",
+        ] {
+            assert!(url_secrets(&Url::parse(plain).unwrap()).is_empty(), "{plain}");
+        }
+        assert_eq!(
+            redact_url("https://actions.zapier.com/mcp/sk-ak-Xq81vTz0LmR2pW9sKd4F/sse?x=1"),
+            "https://actions.zapier.com/mcp/***/sse?x=1"
+        );
+        assert_eq!(
+            redact_url("https://h/mcp/${ZAPIER_KEY}/sse"),
+            "https://h/mcp/${ZAPIER_KEY}/sse"
+        );
+    }
+
+    #[test]
+    fn key_shaped_tokens_in_free_text_are_masked() {
+        assert_eq!(
+            mask_key_shaped(
+                "Team tools (key sk-proj-Ab12Cd34Ef56Gh78, or ghp_abcdefghijklmnop1234.) for web3-research-mcp"
+            ),
+            "Team tools (key ***, or ***.) for web3-research-mcp"
+        );
+        assert!(matches!(
+            mask_key_shaped("GitHub issues, v2.1.0, destiny2-mcp-server"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn server_names_are_never_secrets() {
+        declare_names(["test-name-sk-live-0123456789ab"]);
+        register(
+            "test-name",
+            [
+                "test-name-sk-live-0123456789ab".to_owned(),
+                "test-name-real-9f8e7d6c".to_owned(),
+            ],
+        );
+        assert_eq!(registered_count("test-name"), 1);
+        assert_eq!(
+            scrub("test-name-sk-live-0123456789ab uses test-name-real-9f8e7d6c"),
+            "test-name-sk-live-0123456789ab uses ***"
+        );
+        // Declared after it was registered (a reload adds the server): dropped then.
+        register("test-late", ["test-late-name-4f3e2d1c".to_owned()]);
+        assert_eq!(scrub("test-late-name-4f3e2d1c"), "***");
+        declare_names(["test-late-name-4f3e2d1c"]);
+        assert_eq!(scrub("test-late-name-4f3e2d1c"), "test-late-name-4f3e2d1c");
     }
 
     #[test]
@@ -865,19 +1372,30 @@ mod tests {
     }
 
     #[test]
-    fn scrub_takes_whole_tokens_longest_first() {
+    fn scrub_takes_long_secrets_anywhere_and_short_ones_whole_longest_first() {
         register(
             "test-scrub",
             [
                 "k1-registered".to_owned(),
                 "k1-registered-longer".to_owned(),
                 "ab".to_owned(),
+                "k1-tok".to_owned(),
+                "scrubword".to_owned(),
             ],
         );
-        assert_eq!(registered_count("test-scrub"), 2, "short values are not registered");
+        assert_eq!(registered_count("test-scrub"), 4, "short values are not registered");
         assert_eq!(
             scrub("x k1-registered-longer, k1-registered. k1-registeredZ ab"),
-            "x ***, ***. k1-registeredZ ab"
+            "x ***, ***. ***Z ab"
+        );
+        assert_eq!(
+            scrub("token=k1-registered; key%3Dk1-registered&x \"Bearer k1-registered\""),
+            "token=***; key%3D***&x \"Bearer ***\""
+        );
+        assert_eq!(
+            scrub("k1-tok k1-toks xk1-tok scrubword scrubwords"),
+            "*** k1-toks xk1-tok *** scrubwords",
+            "short secrets and plain words only as whole tokens"
         );
         assert!(matches!(scrub("nothing here"), Cow::Borrowed(_)));
         let mut value = serde_json::json!({ "k1-registered": ["k1-registered", 1, { "t": "use k1-registered now" }] });

@@ -182,21 +182,28 @@ impl SnapshotStore {
             server: spec.name.clone(),
             fingerprint: fingerprint(spec),
             saved_at_ms: saved_at_ms.unwrap_or_else(now_ms),
-            tools: tools.to_vec(),
+            tools: tools.iter().cloned().map(scrubbed).collect(),
             checks,
         };
         let path = self.path(spec);
-        // Tools arrive scrubbed; this catches a secret registered since (another server's).
         let written = serde_json::to_string(&file)
             .map_err(std::io::Error::other)
-            .and_then(|text| {
-                let text = crate::secrets::scrub(&text);
-                crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache)
-            });
+            .and_then(|text| crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache));
         if let Err(error) = written {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }
     }
+}
+
+/// A tool as stored: tools arrive scrubbed, and this catches a secret registered since
+/// (another server's). Only the texts that may quote one: the file is the gateway's own
+/// record, so the server's name and the tools' names stay as they are, or the snapshot
+/// would no longer match its server and be thrown away at every start.
+fn scrubbed(mut tool: Tool) -> Tool {
+    if crate::secrets::any_registered() {
+        crate::secrets::scrub_tool(&mut tool);
+    }
+    tool
 }
 
 /// Stored findings, if they are of this version of the checks and one per tool.

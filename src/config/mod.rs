@@ -657,6 +657,11 @@ impl Config {
                 }
             }
             conn.args = crate::secrets::redact_args(&conn.args);
+            if let Some(description) = &mut server.description {
+                if let std::borrow::Cow::Owned(masked) = crate::secrets::mask_key_shaped(description) {
+                    *description = masked;
+                }
+            }
             if let Some(url) = &mut conn.url {
                 *url = crate::secrets::redact_url(url);
             }

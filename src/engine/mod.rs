@@ -176,7 +176,7 @@ impl Engine {
                 let status = server.state();
                 ServerInfo {
                     name: server.spec.name.clone(),
-                    description: state.spec_of(server).description.clone(),
+                    description: state.spec_of(server).description.as_deref().map(shown_description),
                     tool_count: tools.len(),
                     enabled_count: tools.iter().filter(|t| t.enabled).count(),
                     status: status.word().to_owned(),
@@ -448,4 +448,10 @@ fn names(list: &[String]) -> String {
         n if n <= SHOWN => format!("{n} ({})", list.join(", ")),
         n => format!("{n} ({}, …)", list[..SHOWN].join(", ")),
     }
+}
+
+/// A server's `description` as it leaves the gateway (to the model, a status, a log): a key
+/// pasted into it is masked, registered or not, and so is any registered secret.
+fn shown_description(description: &str) -> String {
+    crate::secrets::scrub(&crate::secrets::mask_key_shaped(description)).into_owned()
 }

@@ -91,7 +91,9 @@ impl State {
 
     fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
         // Secrets are known from the moment a config is, before any server launches or logs;
-        // in one batch, so the scrubber's automaton is built once, not once per server.
+        // in one batch, so the scrubber's automaton is built once, not once per server. Server
+        // names first: they are never secrets, whatever their arguments or shape.
+        crate::secrets::declare_names(config.servers().iter().map(|s| s.name.as_str()));
         crate::secrets::register_all(config.servers().iter().map(|s| (s.name.as_str(), s.secret_values())));
         crate::secrets::register_process_environment();
         Self {

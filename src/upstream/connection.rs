@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest, ContentBlock,
-    InputRequiredResult, ProgressToken, ProtocolVersion, RequestId, ResourceContents, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
+    InputRequiredResult, ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::RoleClient;
@@ -459,52 +459,18 @@ pub(super) fn shown_error(url: Option<&Url>, text: &str) -> String {
     }
 }
 
-/// A tool's result without registered secrets in its texts: a server may echo its token (a
-/// `printEnv` tool, a read of its `.env`). Images, audio and blobs are data, left alone.
+/// A tool's result without registered secrets in anything the model reads.
 fn scrub_result(result: &mut CallToolResult) {
-    if !secrets::any_registered() {
-        return;
-    }
-    for block in &mut result.content {
-        match block {
-            ContentBlock::Text(content) => secrets::scrub_in_place(&mut content.text),
-            ContentBlock::Resource(embedded) => {
-                if let ResourceContents::TextResourceContents { text, .. } = &mut embedded.resource {
-                    secrets::scrub_in_place(text);
-                }
-            }
-            // Images, audio, links, and kinds a later protocol adds.
-            _ => {}
-        }
-    }
-    if let Some(structured) = &mut result.structured_content {
-        secrets::scrub_json(structured);
-    }
+    secrets::scrub_result(result);
 }
 
-/// Tools as the model and the snapshot see them, without registered secrets in their names,
-/// titles, descriptions or schemas (a server may document its own key as a default).
+/// Tools as the model and the snapshot see them, without registered secrets in their titles,
+/// descriptions or schemas; names are kept (`secrets::scrub_tool`).
 fn scrub_tools(tools: &mut [Tool]) {
     if !secrets::any_registered() {
         return;
     }
-    for tool in tools {
-        if let std::borrow::Cow::Owned(name) = secrets::scrub(&tool.name) {
-            tool.name = name.into();
-        }
-        if let Some(title) = &mut tool.title {
-            secrets::scrub_in_place(title);
-        }
-        if let Some(description) = &mut tool.description {
-            if let std::borrow::Cow::Owned(clean) = secrets::scrub(description) {
-                *description = clean.into();
-            }
-        }
-        secrets::scrub_map(Arc::make_mut(&mut tool.input_schema));
-        if let Some(schema) = &mut tool.output_schema {
-            secrets::scrub_map(Arc::make_mut(schema));
-        }
-    }
+    tools.iter_mut().for_each(secrets::scrub_tool);
 }
 
 /// Registers a progress route for one call and removes it when the call ends.

@@ -10,9 +10,26 @@ use reqwest::Url;
 use crate::secrets;
 
 /// `url` fit for an error message, a log or the model's context: no user name or password,
-/// query values replaced by `***` (hosted servers often take an API key in the query).
+/// query values and random path segments replaced by `***` (hosted servers often take an API
+/// key in the query, or in the path: `/mcp/sk-ak-…/sse`).
 pub fn shown(url: &Url) -> String {
     let mut url = without_credentials(url);
+    let path: Option<Vec<String>> = url.path_segments().map(|segments| {
+        segments
+            .map(|segment| {
+                if secrets::is_secret_path_segment(segment) {
+                    secrets::MASK.to_owned()
+                } else {
+                    segment.to_owned()
+                }
+            })
+            .collect()
+    });
+    if let Some(path) = path {
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.clear().extend(path);
+        }
+    }
     if url.query().is_some() {
         let keys: Vec<String> = url.query_pairs().map(|(key, _)| key.into_owned()).collect();
         url.query_pairs_mut()
