@@ -32,7 +32,7 @@ use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
 /// rmcp's own limit for one incoming line; longer lines are dropped (the request they answer
 /// fails), the session stays open.
-pub(super) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of each end of an oversized line is kept to find its id: the members before and
 /// after one huge value.
 const KEPT_END_BYTES: usize = 64 * 1024;

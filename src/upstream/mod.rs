@@ -44,6 +44,8 @@ mod url_text;
 pub use crate::secrets::scrub as scrub_known;
 pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarder};
 pub use error::UpstreamError;
+/// Most bytes of one message to or from a stdio server (one line).
+pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
 pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
 pub(crate) use remote::sign_in_now;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
