@@ -118,6 +118,27 @@ pub fn servers(servers: &[ServerInfo], show_status: bool, show_tools: bool, p: P
                 out.push_str(&wrap(&format!("Reason: {error}"), "  ", width));
             }
         }
+        out.push_str(&left_out(server, width));
+    }
+    out
+}
+
+/// What a server's listing left out, whatever else is shown: it explains the tool count.
+fn left_out(server: &ServerInfo, width: usize) -> String {
+    let mut out = String::new();
+    if let Some(cap) = server.tools_cut_at {
+        let note = format!("Only the first {cap} tools are served: the server lists more.");
+        out.push_str(&wrap(&note, "  ", width));
+    }
+    let count = server.dropped_count.unwrap_or(server.dropped_tools.len());
+    if count > 0 {
+        let _ = writeln!(out, "  Dropped {}:", plural(count, "invalid tool"));
+        for dropped in &server.dropped_tools {
+            out.push_str(&wrap(&format!("{}: {}", dropped.name, dropped.reason), "    ", width));
+        }
+        if count > server.dropped_tools.len() {
+            let _ = writeln!(out, "    … and {} more", count - server.dropped_tools.len());
+        }
     }
     out
 }
@@ -466,14 +487,7 @@ mod tests {
 
     #[test]
     fn a_server_still_connecting_is_not_marked_ready() {
-        let server = |name: &str, status: &str| ServerInfo {
-            name: name.into(),
-            description: None,
-            tool_count: 0,
-            enabled_count: 0,
-            status: status.into(),
-            error: None,
-        };
+        let server = |name: &str, status: &str| ServerInfo::new(name, status, 0, None);
         let listed = servers(
             &[
                 server("a", "connected"),
