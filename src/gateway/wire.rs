@@ -178,16 +178,12 @@ impl Owed {
             }
             theirs
         };
-        match theirs {
-            Some(theirs) => {
-                *id = theirs;
-                (Some(message), true)
-            }
-            None => {
-                tracing::debug!(%ours, "dropping the answer to a request the client cancelled");
-                (None, false)
-            }
-        }
+        let Some(theirs) = theirs else {
+            tracing::debug!(%ours, "dropping the answer to a request the client cancelled");
+            return (None, false);
+        };
+        *id = theirs;
+        (Some(message), true)
     }
 }
 

@@ -506,3 +506,36 @@ pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportErro
         _ => url_text::with_causes(&*error.error),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Over HTTP rmcp reads the answer: one invalid tool makes it some other result type
+    /// (untyped), which is read again tool by tool.
+    #[test]
+    fn a_page_rmcp_cannot_type_is_read_tool_by_tool() {
+        let page = serde_json::json!({
+            "tools": [
+                { "name": "ok", "inputSchema": { "type": "object" } },
+                { "name": "bad", "inputSchema": "object" },
+                { "name": "ok", "inputSchema": {} }
+            ],
+            "nextCursor": "2"
+        });
+        let answer: ServerResult = serde_json::from_value(page).unwrap();
+        assert!(
+            !matches!(answer, ServerResult::ListToolsResult(_)),
+            "rmcp no longer types it"
+        );
+        let mut listing = ListingBuilder::default();
+        assert_eq!(read_page(&mut listing, answer).unwrap().as_deref(), Some("2"));
+        let listing = listing.finish();
+        assert_eq!(listing.tools.len(), 1);
+        let dropped: Vec<&str> = listing.notes.dropped.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(dropped, ["bad", "ok"]);
+        let not_a_page: ServerResult = serde_json::from_value(serde_json::json!({ "tools": 5 })).unwrap();
+        let error = read_page(&mut ListingBuilder::default(), not_a_page).unwrap_err();
+        assert!(error.to_string().contains("without a `tools` array"), "{error}");
+    }
+}

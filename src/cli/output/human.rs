@@ -506,6 +506,27 @@ mod tests {
     }
 
     #[test]
+    fn what_a_listing_left_out_is_listed_under_its_server() {
+        let mut server = ServerInfo::new("big", "connected", 10_000, None);
+        server.note_left_out(crate::upstream::ListingNotes {
+            dropped: vec![crate::upstream::DroppedTool {
+                name: "t7".into(),
+                reason: "its `inputSchema` is a string, not a JSON Schema object".into(),
+            }],
+            dropped_count: 3,
+            cut_at: Some(10_000),
+        });
+        assert_eq!(
+            servers(&[server], false, true, PLAIN, 80),
+            "MCP Servers (1 configured):\n\n✓ big (10000 tools)\n  \
+             Only the first 10000 tools are served: the server lists more.\n  \
+             Dropped 3 invalid tools:\n    \
+             t7: its `inputSchema` is a string, not a JSON Schema object\n    \
+             … and 2 more\n"
+        );
+    }
+
+    #[test]
     fn no_results_say_so_with_the_hint() {
         let response = SearchResponse {
             results: vec![],
