@@ -1,5 +1,5 @@
 //! The newline-delimited JSON-RPC transport to a stdio server, with a direct parse for the
-//! answers to our `tools/call` requests.
+//! answers to our `tools/call` and `tools/list` requests.
 //!
 //! rmcp reads a server message by buffering it and trying each JSON-RPC shape and then each of
 //! about twenty result types in turn (untagged enums). For a proxied `execute_tool` that was
@@ -7,6 +7,11 @@
 //! `tools/call`, so their answers are parsed straight into a `CallToolResult`; everything
 //! else (and anything the direct parse does not accept) goes through rmcp's own parser, so
 //! the meaning of every message stays rmcp's. Writing uses rmcp's codec unchanged.
+//!
+//! A `tools/list` answer is read tool by tool (`listing`): rmcp would fail the whole page over
+//! one invalid tool, or one nested past serde's limit, and parse every tool of a huge page
+//! before the cap could apply. Each tool stays text until it is read; past the cap the rest are
+//! skipped, and what was left out is kept for the listing under the request's id.
 //!
 //! An answer rmcp cannot read at all (longer than [`MAX_LINE_BYTES`], nested deeper than
 //! serde's 128 levels, not JSON) would leave its request waiting out its whole timeout, and a
