@@ -595,6 +595,46 @@ mod tests {
         assert!(read_all(input.into_bytes()).await.is_empty());
     }
 
+    /// A page with a tool nested past serde's limit: rmcp could not read the line at all; here
+    /// the other tools are served and the deep one kept as dropped, by the request's id.
+    #[test]
+    fn a_list_answer_is_read_tool_by_tool() {
+        let awaited = Awaited::default();
+        lock(&awaited.lists).insert(NumberOrString::Number(3));
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"tools":[{{"name":"a","inputSchema":{{}}}},{{"name":"d","inputSchema":{deep}}},{{"name":"b","inputSchema":{{}}}}],"nextCursor":"n"}}}}"#
+        );
+        assert!(
+            serde_json::from_str::<ServerJsonRpcMessage>(&line).is_err(),
+            "rmcp cannot read it"
+        );
+        let Some(JsonRpcMessage::Response(response)) = parse(line.as_bytes(), &awaited, "t") else {
+            panic!("an answer for id 3");
+        };
+        let ServerResult::ListToolsResult(page) = response.result else {
+            panic!("a page of tools");
+        };
+        let names: Vec<&str> = page.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(page.next_cursor.as_deref(), Some("n"));
+        let read = awaited
+            .pages
+            .lock()
+            .unwrap()
+            .remove(&NumberOrString::Number(3))
+            .unwrap();
+        assert_eq!(read.dropped[0].name, "#2");
+        assert!(!read.unread);
+        // An error answer to a listing is rmcp's to read.
+        lock(&awaited.lists).insert(NumberOrString::Number(4));
+        let error = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"no"}}"#;
+        assert!(matches!(
+            parse(error.as_bytes(), &awaited, "t"),
+            Some(JsonRpcMessage::Error(_))
+        ));
+    }
+
     #[test]
     fn outgoing_calls_are_tracked_and_the_set_stays_bounded() {
         let calls = Awaited::default();
