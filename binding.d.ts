@@ -95,6 +95,13 @@ export type JsDiscoveryEngine = DiscoveryEngine
  */
 export declare function commandNeedsConfig(args: Array<string>): boolean
 
+/** A tool a server listed that is not served, and why. */
+export interface DroppedTool {
+  /** Its name as listed (cut short), or its place in the list (`#3`) without a usable name. */
+  name: string
+  reason: string
+}
+
 /** Options of `executeTool`. */
 export interface ExecuteToolOptions {
   /**
@@ -221,6 +228,18 @@ export interface ServerInfo {
   status: string
   /** Why the status is `error`. */
   error?: string
+  /**
+   * Tools the server's newest listing had that are not served, each with why (the first
+   * twenty); empty when none was dropped.
+   */
+  droppedTools: Array<DroppedTool>
+  /** How many tools were dropped in all, when more than are named. */
+  droppedCount?: number
+  /**
+   * The server lists more tools than the gateway serves (10,000): the first this many are
+   * served, the rest not read.
+   */
+  toolsCutAt?: number
 }
 
 /** Everything about one tool. */

@@ -306,3 +306,54 @@ describe('a request cancelled at once', () => {
     }
   });
 });
+
+describe('a cancelled request over raw lines (JSON-RPC ids the client chooses)', () => {
+  for (const [face, start] of faces) {
+    test(`${face}: no answer for the cancelled id, its call cancelled downstream, the id free again`, async () => {
+      const config = writeConfig({
+        discovery: { servers: [{ name: 'fault', connection: { command: process.execPath, args: [faults, '--slow-tool'] } }] },
+      });
+      const gateway = start(['--config', config]);
+      const execute = (id, tool, args = {}) => gateway.send({
+        jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'execute_tool', arguments: { server: 'fault', tool, arguments: args } },
+      });
+      const cancel = (id) => gateway.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'changed my mind' } });
+      const textOf = (answer) => answer.result.content[0].text;
+      try {
+        await gateway.initialize();
+        execute(1, 'echo', { message: 'warm' });
+        assert.equal(textOf(await gateway.next(30_000)), 'Echo: warm');
+
+        // A call the server answers only when cancelled, cancelled once it reached the server.
+        execute(5, 'hang');
+        await new Promise((r) => setTimeout(r, 300));
+        cancel(5);
+        // The same id at once, for a call that answers.
+        execute(5, 'echo', { message: 'again' });
+        const reused = await gateway.next();
+        assert.equal(reused.id, 5);
+        assert.equal(textOf(reused), 'Echo: again', JSON.stringify(reused));
+
+        // One deaf to cancellation answers late; its id is reused while it still runs.
+        execute(7, 'slow', { ms: 300 });
+        await new Promise((r) => setTimeout(r, 100));
+        cancel(7);
+        execute(7, 'slow', { ms: 600 });
+        const late = await gateway.next();
+        assert.equal(late.id, 7);
+        assert.equal(textOf(late), 'slow done after 600 ms', 'the answer is the second request\'s, not the cancelled one\'s');
+
+        // The hang was cancelled downstream; nothing else was ever written for ids 5 or 7.
+        let events = [];
+        for (let i = 0; i < 40 && !events.includes('hang:cancelled'); i++) {
+          execute(100 + i, 'events');
+          events = JSON.parse(textOf(await gateway.next()));
+        }
+        assert.ok(events.includes('hang:cancelled'), JSON.stringify(events));
+        await assert.rejects(gateway.next(700), /no answer within/, 'a cancelled request got an answer');
+      } finally {
+        gateway.child.kill();
+      }
+    });
+  }
+});

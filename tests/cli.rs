@@ -62,7 +62,8 @@ fn run_with(args: &[&str], stdin: Option<&str>) -> Run {
     let mut child = command.spawn().unwrap();
     if let Some(text) = stdin {
         use std::io::Write;
-        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        // A child may stop reading before the end (a capped input): not this test's failure.
+        let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
     }
     let out = child.wait_with_output().unwrap();
     Run {
@@ -357,6 +358,67 @@ fn execute_reads_arguments_from_stdin_and_files() {
         "--json",
     ]);
     assert_eq!(from_file.json()["result"]["content"][0]["text"], "Echo: from a file");
+}
+
+/// Arguments larger than a server may read in one message (16 MiB) fail at once, naming where
+/// they came from and the cap: an endless source (`/dev/zero`) is read one byte past the cap,
+/// not until memory runs out.
+#[test]
+fn execute_arguments_are_capped_at_16_mib() {
+    fn capped(run: &Run, from: &str) {
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        let message = run.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(from), "{message}");
+        assert!(message.contains("larger than 16 MiB"), "{message}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.json");
+    let filler = "a".repeat(17 * 1024 * 1024);
+    std::fs::write(&big, format!(r#"{{"message":"{filler}"}}"#)).unwrap();
+    let big = big.to_str().unwrap();
+    capped(
+        &demo_run(&["execute", "everything", "echo", "--args-file", big, "--json"]),
+        &format!("--args-file {big}"),
+    );
+    let config = demo();
+    let stdin = run_with(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "execute",
+            "everything",
+            "echo",
+            "-",
+            "--json",
+        ],
+        Some(&format!(r#"{{"message":"{filler}"}}"#)),
+    );
+    capped(&stdin, "stdin");
+    // Without the cap this reads until memory runs out: bound it, and kill it past the bound.
+    let scratch = tempfile::tempdir().unwrap();
+    let mut zero = command(scratch.path())
+        .args(["--config", config.to_str().unwrap(), "execute", "everything", "echo"])
+        .args(["--args-file", "/dev/zero", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while zero.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            zero.kill().unwrap();
+            panic!("--args-file /dev/zero still reading after 20 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = zero.wait_with_output().unwrap();
+    let zero = Run {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    };
+    capped(&zero, "--args-file /dev/zero");
 }
 
 #[test]

@@ -63,6 +63,8 @@ enum ArgsError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{from}: larger than {cap_mib} MiB, the most the gateway sends a server in one message; pass a smaller object (large data is better passed as a file path the tool reads)", cap_mib = MAX_ARGS_BYTES / (1024 * 1024))]
+    TooLarge { from: String },
     #[error("{from}: not valid JSON: {source}; pass an object such as '{{\"key\":\"value\"}}'")]
     Json {
         from: String,
@@ -92,10 +94,11 @@ impl ExecuteArgs {
                 ("stdin".to_owned(), read_stdin()?)
             } else {
                 let from = format!("--args-file {}", path.display());
-                let text = std::fs::read_to_string(path).map_err(|source| ArgsError::Read {
+                let file = std::fs::File::open(path).map_err(|source| ArgsError::Read {
                     from: from.clone(),
                     source,
                 })?;
+                let text = read_capped(file, &from)?;
                 (from, text)
             }
         } else if self.stdin.is_some() {
@@ -113,14 +116,30 @@ impl ExecuteArgs {
 }
 
 fn read_stdin() -> Result<String, ArgsError> {
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
-        .map_err(|source| ArgsError::Read {
-            from: "stdin".to_owned(),
-            source,
-        })?;
-    Ok(text)
+    read_capped(std::io::stdin().lock(), "stdin")
+}
+
+/// Most bytes of arguments read: a server reads at most this much in one line, so a larger
+/// object could never be sent; and `/dev/zero` or an endless pipe must fail, not fill memory.
+const MAX_ARGS_BYTES: usize = crate::upstream::MAX_MESSAGE_BYTES;
+
+/// All of `reader` as text, failing as soon as it passes [`MAX_ARGS_BYTES`] (one byte past
+/// the cap is read to tell, never the rest).
+fn read_capped(reader: impl Read, from: &str) -> Result<String, ArgsError> {
+    let read_error = |source| ArgsError::Read {
+        from: from.to_owned(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_ARGS_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() > MAX_ARGS_BYTES {
+        return Err(ArgsError::TooLarge { from: from.to_owned() });
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text")))
 }
 
 /// `--json`: `{"success":true,"result":<the tools/call result>}`; `success` is false when

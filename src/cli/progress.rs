@@ -186,14 +186,7 @@ mod tests {
     use super::*;
 
     fn server(name: &str, status: &str, tools: usize, error: Option<&str>) -> ServerInfo {
-        ServerInfo {
-            name: name.into(),
-            description: None,
-            tool_count: tools,
-            enabled_count: tools,
-            status: status.into(),
-            error: error.map(str::to_owned),
-        }
+        ServerInfo::new(name, status, tools, error)
     }
 
     #[test]

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::ProgressSink;
+use crate::upstream::{DroppedTool, ListingNotes, ProgressSink};
 
 /// One server in `list_mcp_servers`.
 #[derive(Debug, Clone, Serialize)]
@@ -20,6 +20,41 @@ pub struct ServerInfo {
     /// Why the status is `error`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Tools its newest listing had that are not served, each with why (the first twenty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dropped_tools: Vec<DroppedTool>,
+    /// How many tools were dropped in all, when more than are named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dropped_count: Option<usize>,
+    /// The server lists more tools than the gateway serves: the first this many are served,
+    /// the rest not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools_cut_at: Option<usize>,
+}
+
+impl ServerInfo {
+    /// A server's status with nothing left out of its tools.
+    #[must_use]
+    pub fn new(name: &str, status: &str, tool_count: usize, error: Option<&str>) -> Self {
+        Self {
+            name: name.to_owned(),
+            description: None,
+            tool_count,
+            enabled_count: tool_count,
+            status: status.to_owned(),
+            error: error.map(str::to_owned),
+            dropped_tools: Vec::new(),
+            dropped_count: None,
+            tools_cut_at: None,
+        }
+    }
+
+    /// Say what the newest listing of the server's tools left out.
+    pub fn note_left_out(&mut self, notes: ListingNotes) {
+        self.dropped_count = (notes.dropped_count > notes.dropped.len()).then_some(notes.dropped_count);
+        self.dropped_tools = notes.dropped;
+        self.tools_cut_at = notes.cut_at;
+    }
 }
 
 /// What a reload did to the servers, by name, each in config order.

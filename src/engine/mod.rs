@@ -174,14 +174,14 @@ impl Engine {
             .map(|server| {
                 let tools = catalog.server_tools(&server.spec.name).unwrap_or_default();
                 let status = server.state();
-                ServerInfo {
-                    name: server.spec.name.clone(),
+                let mut info = ServerInfo {
                     description: state.spec_of(server).description.as_deref().map(shown_description),
-                    tool_count: tools.len(),
                     enabled_count: tools.iter().filter(|t| t.enabled).count(),
-                    status: status.word().to_owned(),
                     error: status.describe(),
-                }
+                    ..ServerInfo::new(&server.spec.name, status.word(), tools.len(), None)
+                };
+                info.note_left_out(server.left_out());
+                info
             })
             .collect()
     }

@@ -12,9 +12,11 @@
 //! Reading stops while [`MAX_OWED`] answers are owed — an answer is paid once it is written,
 //! or when the client cancels its request (a cancelled request gets no answer). A request
 //! reusing the id of one still owed is answered with an error here and never handed on: ids
-//! are how owed answers are counted, so repeating one would slip past the limit.
+//! are how owed answers are counted, so repeating one would slip past the limit. Each request
+//! reaches rmcp under an id of ours ([`Owed`]), so a cancelled request's id is free for the
+//! client's next request at once, and the cancelled one's late answer is never sent.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -38,70 +40,150 @@ const HEAD_BYTES: usize = 4096;
 /// runs at once, far below what would cost memory (each owed request holds a task).
 const MAX_OWED: usize = 1024;
 
-/// Ids of the client's requests not answered yet.
+/// The client's requests not answered yet, each under an id of our own while rmcp holds it.
+///
+/// rmcp keys a request's cancellation by its id: a request reusing the id of one the client
+/// cancelled (which the spec allows — a cancelled request is over) would take the cancelled
+/// request's late answer, and its own answer would be dropped. So every request reaches rmcp
+/// under a fresh id, mapped back on the way out; a cancellation frees the client's id at once
+/// and drops whatever answer the cancelled request still produces (the spec says the receiver
+/// should not respond).
 #[derive(Debug, Default)]
 struct Owed {
-    ids: std::sync::Mutex<HashSet<RequestId>>,
+    ids: std::sync::Mutex<OwedIds>,
     /// One permit per payment, so a waiting reader never misses one.
     paid: Notify,
 }
 
+#[derive(Debug, Default)]
+struct OwedIds {
+    /// Our id of each request not answered (nor cancelled) yet, by the client's id.
+    ours: HashMap<RequestId, RequestId>,
+    /// The client's id of each of ours not answered (nor cancelled) yet.
+    theirs: HashMap<RequestId, RequestId>,
+    /// Ours whose answers are being written: still owed (the limit counts them), their
+    /// client ids already free.
+    writing: usize,
+    /// The last id of ours given out.
+    last: i64,
+}
+
 impl Owed {
-    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+    fn ids(&self) -> std::sync::MutexGuard<'_, OwedIds> {
         self.ids
             .lock()
             .expect("owed lock is never poisoned: no panics while held")
     }
 
-    /// False when `id` is already owed.
-    fn owe(&self, id: RequestId) -> bool {
-        self.ids().insert(id)
+    /// How many answers are owed.
+    fn count(&self) -> usize {
+        let ids = self.ids();
+        ids.ours.len() + ids.writing
     }
 
-    fn pay(&self, id: &RequestId) {
-        if self.ids().remove(id) {
-            self.paid.notify_one();
+    /// Owe an answer to the client's request `id`: the id rmcp sees it under, or `None` when
+    /// `id` is already owed.
+    fn owe(&self, id: &RequestId) -> Option<RequestId> {
+        let mut ids = self.ids();
+        if ids.ours.contains_key(id) {
+            return None;
         }
+        ids.last += 1;
+        let ours = RequestId::Number(ids.last);
+        ids.ours.insert(id.clone(), ours.clone());
+        ids.theirs.insert(ours.clone(), id.clone());
+        Some(ours)
+    }
+
+    /// An answer was written (or given up on).
+    fn pay(&self) {
+        {
+            let mut ids = self.ids();
+            ids.writing = ids.writing.saturating_sub(1);
+        }
+        self.paid.notify_one();
+    }
+
+    /// The client cancelled its request `id`: our id of it (for rmcp to cancel), and the
+    /// client's id is free again. `None` when it is not owed (answered already, or unknown).
+    fn cancel(&self, id: &RequestId) -> Option<RequestId> {
+        let ours = {
+            let mut ids = self.ids();
+            let ours = ids.ours.remove(id)?;
+            ids.theirs.remove(&ours);
+            ours
+        };
+        self.paid.notify_one();
+        Some(ours)
     }
 
     async fn below_limit(&self) {
-        while self.ids().len() >= MAX_OWED {
+        while self.count() >= MAX_OWED {
             self.paid.notified().await;
         }
     }
 
-    /// Note what `message` from the client owes or cancels; the error to answer instead of
-    /// handing it on when it is a request whose id is still owed.
-    fn note_inbound(&self, message: &ClientJsonRpcMessage) -> Option<Rejection> {
-        match message {
-            ClientJsonRpcMessage::Request(request) if !self.owe(request.id.clone()) => {
-                return Some(Rejection {
-                    id: serde_json::to_value(&request.id).ok(),
-                    code: ErrorCode::INVALID_REQUEST,
-                    message: "this request id is already in use by a request not answered yet; \
-                              give every request a new id"
-                        .into(),
-                });
-            }
+    /// Put `message` from the client under our ids: a request gets one of its own, a
+    /// cancellation names ours. `Err` is the error to answer instead of handing it on (a
+    /// request whose id is still owed); `Ok(None)`: nothing to hand on (a cancellation of a
+    /// request not owed, which must not cancel another of ours that has its number).
+    fn note_inbound(&self, mut message: ClientJsonRpcMessage) -> Result<Option<ClientJsonRpcMessage>, Rejection> {
+        match &mut message {
+            ClientJsonRpcMessage::Request(request) => match self.owe(&request.id) {
+                Some(ours) => request.id = ours,
+                None => {
+                    return Err(Rejection {
+                        id: serde_json::to_value(&request.id).ok(),
+                        code: ErrorCode::INVALID_REQUEST,
+                        message: "this request id is already in use by a request not answered yet; \
+                                  give every request a new id"
+                            .into(),
+                    })
+                }
+            },
             ClientJsonRpcMessage::Notification(notification) => {
-                if let ClientNotification::CancelledNotification(cancelled) = &notification.notification {
-                    if let Some(id) = &cancelled.params.request_id {
-                        self.pay(id);
+                if let ClientNotification::CancelledNotification(cancelled) = &mut notification.notification {
+                    if let Some(id) = &mut cancelled.params.request_id {
+                        match self.cancel(id) {
+                            Some(ours) => *id = ours,
+                            None => return Ok(None),
+                        }
                     }
                 }
             }
             _ => {}
         }
-        None
+        Ok(Some(message))
     }
-}
 
-/// The id `message` answers, if it is an answer.
-fn answered_id(message: &ServerJsonRpcMessage) -> Option<RequestId> {
-    match message {
-        ServerJsonRpcMessage::Response(response) => Some(response.id.clone()),
-        ServerJsonRpcMessage::Error(error) => error.id.clone(),
-        ServerJsonRpcMessage::Request(_) | ServerJsonRpcMessage::Notification(_) => None,
+    /// Put `message` to the client back under the client's ids: the message to write (`None`
+    /// for the answer to a cancelled request, which is not sent), and whether it is an answer
+    /// to [`pay`](Self::pay) once written. The client's id is free from here on.
+    fn note_outbound(&self, mut message: ServerJsonRpcMessage) -> (Option<ServerJsonRpcMessage>, bool) {
+        let id = match &mut message {
+            ServerJsonRpcMessage::Response(response) => &mut response.id,
+            ServerJsonRpcMessage::Error(error) => match &mut error.id {
+                Some(id) => id,
+                None => return (Some(message), false),
+            },
+            ServerJsonRpcMessage::Request(_) | ServerJsonRpcMessage::Notification(_) => return (Some(message), false),
+        };
+        let ours = id.clone();
+        let theirs = {
+            let mut ids = self.ids();
+            let theirs = ids.theirs.remove(&ours);
+            if let Some(theirs) = &theirs {
+                ids.ours.remove(theirs);
+                ids.writing += 1;
+            }
+            theirs
+        };
+        let Some(theirs) = theirs else {
+            tracing::debug!(%ours, "dropping the answer to a request the client cancelled");
+            return (None, false);
+        };
+        *id = theirs;
+        (Some(message), true)
     }
 }
 
@@ -248,16 +330,17 @@ where
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
         let write = Arc::clone(&self.write);
         let owed = Arc::clone(&self.owed);
-        let answers = answered_id(&item);
-        let line = encode(&item);
+        let (outgoing, answered) = owed.note_outbound(item);
+        let line = outgoing.as_ref().map(encode).transpose();
         async move {
-            let written = match line? {
-                Some(line) => write_line(&write, &line).await,
-                None => Ok(()),
+            let written = match line.map(Option::flatten) {
+                Ok(Some(line)) => write_line(&write, &line).await,
+                Ok(None) => Ok(()),
+                Err(error) => Err(error),
             };
             // Paid once on the wire: a client that does not read keeps its requests owed.
-            if let Some(id) = answers {
-                owed.pay(&id);
+            if answered {
+                owed.pay();
             }
             written
         }
@@ -292,9 +375,10 @@ where
             };
             self.line.clear();
             match parsed {
-                Inbound::Message(message) => match self.owed.note_inbound(&message) {
-                    None => return Some(*message),
-                    Some(rejection) => self.answer(&rejection),
+                Inbound::Message(message) => match self.owed.note_inbound(*message) {
+                    Ok(Some(message)) => return Some(message),
+                    Ok(None) => {}
+                    Err(rejection) => self.answer(&rejection),
                 },
                 Inbound::Ignore => {}
                 Inbound::Reject(rejection) => self.answer(&rejection),
@@ -372,24 +456,76 @@ mod tests {
             "a request was read while {MAX_OWED} answers were owed"
         );
 
-        let answer = ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(0));
+        // rmcp answers under our id of the first request (ours count from 1).
+        let answer = ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(1));
         transport.send(answer).await.unwrap();
         let next = tokio::time::timeout(std::time::Duration::from_secs(5), transport.receive()).await;
         assert!(next.expect("reading resumes once an answer is written").is_some());
     }
 
+    fn message(line: &str) -> ClientJsonRpcMessage {
+        serde_json::from_str(line).unwrap()
+    }
+
+    fn request_id(message: Option<ClientJsonRpcMessage>) -> RequestId {
+        match message {
+            Some(ClientJsonRpcMessage::Request(request)) => request.id,
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
     #[test]
     fn a_cancelled_request_is_no_longer_owed() {
         let owed = Owed::default();
-        let request: ClientJsonRpcMessage =
-            serde_json::from_str(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
-        assert!(owed.note_inbound(&request).is_none());
-        assert_eq!(owed.ids().len(), 1);
-        let cancelled: ClientJsonRpcMessage =
-            serde_json::from_str(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#)
-                .unwrap();
-        owed.note_inbound(&cancelled);
-        assert!(owed.ids().is_empty());
+        let ours = request_id(
+            owed.note_inbound(message(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#))
+                .unwrap(),
+        );
+        assert_eq!(owed.count(), 1);
+        let cancelled = owed
+            .note_inbound(message(
+                r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}"#,
+            ))
+            .unwrap();
+        assert_eq!(owed.count(), 0);
+        let Some(ClientJsonRpcMessage::Notification(notification)) = cancelled else {
+            panic!("the cancellation is handed on");
+        };
+        let ClientNotification::CancelledNotification(cancelled) = notification.notification else {
+            panic!("still a cancellation");
+        };
+        assert_eq!(cancelled.params.request_id, Some(ours), "rmcp cancels our id");
+        // A cancellation of nothing owed is not handed on: our numbers are not the client's.
+        let stray = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
+        assert!(owed.note_inbound(message(stray)).unwrap().is_none());
+    }
+
+    /// The spec lets a client reuse the id of a request it cancelled: the cancelled request's
+    /// late answer is not sent, the new request's answer is, under the client's id.
+    #[test]
+    fn a_cancelled_id_is_free_again_and_its_late_answer_dropped() {
+        let owed = Owed::default();
+        let ping = r#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#;
+        let first = request_id(owed.note_inbound(message(ping)).unwrap());
+        owed.note_inbound(message(
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}"#,
+        ))
+        .unwrap();
+        let second = request_id(owed.note_inbound(message(ping)).unwrap());
+        assert_ne!(first, second);
+        let late = ServerJsonRpcMessage::response(ServerResult::empty(()), first);
+        assert!(
+            matches!(owed.note_outbound(late), (None, false)),
+            "no answer for the cancelled request"
+        );
+        let answer = ServerJsonRpcMessage::response(ServerResult::empty(()), second);
+        let (Some(ServerJsonRpcMessage::Response(answer)), true) = owed.note_outbound(answer) else {
+            panic!("the new request is answered");
+        };
+        assert_eq!(answer.id, NumberOrString::String("a".into()));
+        assert_eq!(owed.count(), 1, "owed until written");
+        owed.pay();
+        assert_eq!(owed.count(), 0);
     }
 
     /// A client repeating one id cannot grow the owed count past its limit: the repeat is
@@ -407,6 +543,7 @@ mod tests {
             .write_all(format!("{ping}\n{ping}\n{second}\n").as_bytes())
             .await
             .unwrap();
+        // Handed on under ids of ours, counting from 1: the repeat takes none.
         let first = transport.receive().await.unwrap();
         assert!(matches!(first, ClientJsonRpcMessage::Request(ref r) if r.id == NumberOrString::Number(1)));
         let next = transport.receive().await.unwrap();
@@ -414,12 +551,16 @@ mod tests {
             matches!(next, ClientJsonRpcMessage::Request(ref r) if r.id == NumberOrString::Number(2)),
             "the repeated id was handed on: {next:?}"
         );
+        assert_eq!(
+            transport.owed.ids().theirs.get(&NumberOrString::Number(2)),
+            Some(&NumberOrString::Number(2))
+        );
         let mut answer = String::new();
         BufReader::new(client_read).read_line(&mut answer).await.unwrap();
         let answer: Value = serde_json::from_str(&answer).unwrap();
         assert_eq!(answer["id"], json!(1));
         assert_eq!(answer["error"]["code"], json!(-32600));
-        assert_eq!(transport.owed.ids().len(), 2);
+        assert_eq!(transport.owed.count(), 2);
     }
 
     #[test]

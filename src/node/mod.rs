@@ -45,6 +45,22 @@ pub struct ServerInfo {
     pub status: String,
     /// Why the status is `error`.
     pub error: Option<String>,
+    /// Tools the server's newest listing had that are not served, each with why (the first
+    /// twenty); empty when none was dropped.
+    pub dropped_tools: Vec<DroppedTool>,
+    /// How many tools were dropped in all, when more than are named.
+    pub dropped_count: Option<u32>,
+    /// The server lists more tools than the gateway serves (10,000): the first this many are
+    /// served, the rest not read.
+    pub tools_cut_at: Option<u32>,
+}
+
+/// A tool a server listed that is not served, and why.
+#[napi(object)]
+pub struct DroppedTool {
+    /// Its name as listed (cut short), or its place in the list (`#3`) without a usable name.
+    pub name: String,
+    pub reason: String,
 }
 
 /// What `reload` did to the servers, by name.
@@ -291,6 +307,16 @@ impl JsDiscoveryEngine {
                 enabled_count: count(s.enabled_count),
                 status: s.status,
                 error: s.error,
+                dropped_tools: s
+                    .dropped_tools
+                    .into_iter()
+                    .map(|d| DroppedTool {
+                        name: d.name,
+                        reason: d.reason,
+                    })
+                    .collect(),
+                dropped_count: s.dropped_count.map(count),
+                tools_cut_at: s.tools_cut_at.map(count),
             })
             .collect()
     }

@@ -24,16 +24,20 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use rmcp::model::ProtocolVersion;
 use rmcp::model::{
-    ClientCapabilities, ClientConfig, ClientResult, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, InputRequest, InputRequests, InputResponses,
-    ListRootsResult, ProgressNotificationParam, ProgressToken, Request, RequestNoParam, ServerRequest, Tool,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientRequest, ClientResult,
+    CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult, ElicitationAction,
+    Implementation, InputRequest, InputRequests, InputResponses, ListRootsResult, ListToolsRequest,
+    ProgressNotificationParam, ProgressToken, Request, RequestId, RequestNoParam, ServerRequest, ServerResult,
 };
-use rmcp::service::{ClientInitializeError, NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, PeerRequestOptions, RequestContext, RunningService, ServiceError,
+};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::error::UpstreamError;
+use super::listing::{self, Listing, ListingBuilder, PagesRead};
 use super::lock;
 use super::url_text;
 
@@ -49,7 +53,7 @@ pub struct ProgressUpdate {
 pub type ProgressSink = Arc<dyn Fn(ProgressUpdate) + Send + Sync>;
 
 /// Where a session's re-listed tools go (the supervisor turns them into events).
-pub(crate) type ToolsSink = Arc<dyn Fn(Vec<Tool>) + Send + Sync>;
+pub(crate) type ToolsSink = Arc<dyn Fn(Listing) + Send + Sync>;
 
 /// Progress tokens of calls in flight on one session.
 pub(super) type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, ProgressSink>>>;
@@ -61,6 +65,8 @@ pub(super) struct UpstreamClient {
     pub progress: ProgressRoutes,
     /// Woken by `tools/list_changed`; many wake-ups before the listing runs count as one.
     pub relist: Arc<Notify>,
+    /// What the stdio transport left out of the `tools/list` pages it read.
+    pub pages: PagesRead,
 }
 
 /// Sends one request of a downstream server to the gateway's own client and returns its
@@ -255,7 +261,7 @@ impl ClientHandler for UpstreamClient {
 }
 
 /// A session after its handshake, with the server's tools.
-pub(super) type Session = (RunningService<RoleClient, UpstreamClient>, Vec<Tool>);
+pub(super) type Session = (RunningService<RoleClient, UpstreamClient>, Listing);
 
 /// Why opening a session failed: a handshake reason to explain with what the process did,
 /// or an error that needs no explaining.
@@ -313,7 +319,7 @@ where
             None => client.serve(transport).await,
         };
         let service = served.map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
-        let tools = list_tools(service.peer())
+        let tools = list_tools(service.peer(), &service.service().pages)
             .await
             .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;
         Ok::<_, Failure>((service, tools))
@@ -326,36 +332,121 @@ where
     }
 }
 
-/// Most tools one server may list: hundreds of times what real servers have.
-const MAX_TOOLS: usize = 10_000;
-
-/// Every page of `tools/list`. rmcp's `list_all_tools` follows cursors without end, so a
-/// server that repeats a cursor or keeps paging would grow memory until the startup budget
-/// ends; here that is a protocol error at once.
-pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>) -> Result<Vec<Tool>, UpstreamError> {
-    let mut tools = Vec::new();
+/// Every page of `tools/list`, read tool by tool ([`listing`](super::listing)): invalid
+/// tools dropped with their reasons, names served once, and no page asked for once
+/// [`MAX_TOOLS`] are kept. rmcp's `list_all_tools` follows cursors without end and fails the
+/// whole list over one bad tool; here a repeated cursor is a protocol error at once, and
+/// `pages` has what the stdio transport left out of the pages it read itself.
+pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>, pages: &PagesRead) -> Result<Listing, UpstreamError> {
+    let mut listing = ListingBuilder::default();
     let mut seen = std::collections::HashSet::new();
     let mut cursor = None;
     loop {
         let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
-        let page = peer
-            .list_tools(Some(params))
+        let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
+        let handle = peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
             .await
             .map_err(|e| UpstreamError::remote(service_error_text(&e)))?;
-        tools.extend(page.tools);
-        if tools.len() > MAX_TOOLS {
-            return Err(UpstreamError::protocol(format!(
-                "the server listed more than {MAX_TOOLS} tools; the gateway stops reading there"
-            )));
+        let mut abandon = CancelOnDrop::new(peer, handle.id.clone());
+        let answer = handle.await_response().await;
+        abandon.disarm();
+        if let Some(read) = lock(pages).remove(&abandon.request) {
+            listing.note_page(read);
         }
-        match page.next_cursor {
-            None => return Ok(tools),
+        let answer = answer.map_err(|e| UpstreamError::remote(service_error_text(&e)))?;
+        let next = read_page(&mut listing, answer)?;
+        match next {
+            None => return Ok(listing.finish()),
+            // Stop reading: nothing on a later page would be served.
+            Some(_) if listing.is_full() => {
+                listing.cut();
+                return Ok(listing.finish());
+            }
             Some(next) if !seen.insert(next.clone()) => {
                 return Err(UpstreamError::protocol(
                     "the server sent the same tools/list cursor twice (its pages would never end)",
                 ))
             }
             Some(next) => cursor = Some(next),
+        }
+    }
+}
+
+/// Offer one answer's tools to `listing`; its `nextCursor`. rmcp reads an answer with one
+/// invalid tool as some other result type (an untyped one, at the end of its list): that is
+/// read again here, tool by tool.
+fn read_page(listing: &mut ListingBuilder, answer: ServerResult) -> Result<Option<String>, UpstreamError> {
+    let page = match answer {
+        ServerResult::ListToolsResult(page) => {
+            for tool in page.tools {
+                if listing.is_full() {
+                    listing.cut();
+                    break;
+                }
+                listing.offer(Ok(tool));
+            }
+            return Ok(page.next_cursor);
+        }
+        ServerResult::CustomResult(rmcp::model::CustomResult(page)) => page,
+        other => serde_json::to_value(other)
+            .map_err(|e| UpstreamError::protocol(format!("the tools/list answer cannot be read: {e}")))?,
+    };
+    let serde_json::Value::Object(mut page) = page else {
+        return Err(UpstreamError::protocol(
+            "the server answered tools/list with something else than an object",
+        ));
+    };
+    let Some(serde_json::Value::Array(tools)) = page.remove("tools") else {
+        return Err(UpstreamError::protocol(
+            "the server answered tools/list without a `tools` array",
+        ));
+    };
+    for (index, tool) in tools.into_iter().enumerate() {
+        if listing.is_full() {
+            listing.cut();
+            break;
+        }
+        listing.offer(listing::tool_from_value(index, tool));
+    }
+    Ok(page
+        .remove("nextCursor")
+        .and_then(|cursor| cursor.as_str().map(str::to_owned)))
+}
+
+/// Tells the server a request is abandoned (timed out, or the caller went away) unless the
+/// answer arrived: `notifications/cancelled`, as the MCP spec asks.
+pub(super) struct CancelOnDrop {
+    peer: rmcp::Peer<RoleClient>,
+    request: RequestId,
+    armed: bool,
+}
+
+impl CancelOnDrop {
+    pub fn new(peer: &rmcp::Peer<RoleClient>, request: RequestId) -> Self {
+        Self {
+            peer: peer.clone(),
+            request,
+            armed: true,
+        }
+    }
+
+    /// The answer arrived: nothing to cancel.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            let (peer, id) = (self.peer.clone(), self.request.clone());
+            tokio::spawn(async move {
+                let reason = Some("cancelled by the gateway's client".to_owned());
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(Some(id), reason))
+                    .await;
+            });
         }
     }
 }
@@ -413,5 +504,38 @@ pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportErro
         // rmcp's text says "(HTTP 404)" even when the server said so with a 400.
         Some(HttpError::SessionExpired) => "the server no longer knows our session, and a new one did not help".into(),
         _ => url_text::with_causes(&*error.error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Over HTTP rmcp reads the answer: one invalid tool makes it some other result type
+    /// (untyped), which is read again tool by tool.
+    #[test]
+    fn a_page_rmcp_cannot_type_is_read_tool_by_tool() {
+        let page = serde_json::json!({
+            "tools": [
+                { "name": "ok", "inputSchema": { "type": "object" } },
+                { "name": "bad", "inputSchema": "object" },
+                { "name": "ok", "inputSchema": {} }
+            ],
+            "nextCursor": "2"
+        });
+        let answer: ServerResult = serde_json::from_value(page).unwrap();
+        assert!(
+            !matches!(answer, ServerResult::ListToolsResult(_)),
+            "rmcp no longer types it"
+        );
+        let mut listing = ListingBuilder::default();
+        assert_eq!(read_page(&mut listing, answer).unwrap().as_deref(), Some("2"));
+        let listing = listing.finish();
+        assert_eq!(listing.tools.len(), 1);
+        let dropped: Vec<&str> = listing.notes.dropped.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(dropped, ["bad", "ok"]);
+        let not_a_page: ServerResult = serde_json::from_value(serde_json::json!({ "tools": 5 })).unwrap();
+        let error = read_page(&mut ListingBuilder::default(), not_a_page).unwrap_err();
+        assert!(error.to_string().contains("without a `tools` array"), "{error}");
     }
 }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use reqwest::Url;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam, ClientRequest,
-    InputRequiredResult, ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, InputRequiredResult, ProgressToken,
+    ProtocolVersion, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::RoleClient;
@@ -22,11 +22,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{
-    handshake, service_error_text, transport_error_text, Failure, ProgressRoutes, ProgressSink, ToolsSink,
-    UpstreamClient,
+    handshake, service_error_text, transport_error_text, CancelOnDrop, Failure, ProgressRoutes, ProgressSink,
+    ToolsSink, UpstreamClient,
 };
 use super::diagnostics::Diagnostics;
 use super::error::UpstreamError;
+use super::listing::{Listing, ListingNotes, PagesRead};
 use super::lock;
 use super::process::ProcessGroup;
 use super::stdio::BlockedSince;
@@ -108,14 +109,15 @@ impl Connection {
         base_dir: Option<&Path>,
         shutdown: &CancellationToken,
         on_tools: ToolsSink,
-    ) -> Result<(Self, Vec<Tool>), UpstreamError> {
+    ) -> Result<(Self, Listing), UpstreamError> {
         let progress = ProgressRoutes::default();
         let client = UpstreamClient {
             server: spec.name.clone(),
             progress: progress.clone(),
             relist: Arc::new(Notify::new()),
+            pages: PagesRead::default(),
         };
-        let relist = client.relist.clone();
+        let (relist, pages) = (client.relist.clone(), client.pages.clone());
         let timeout = Duration::from_millis(spec.startup_timeout_ms());
         let diagnostics = Diagnostics::default();
         let mut blocked = BlockedSince::default();
@@ -123,7 +125,7 @@ impl Connection {
             TransportKind::Stdio => {
                 let spawned = stdio::spawn(spec, base_dir, &diagnostics)?;
                 blocked = spawned.blocked;
-                let transport = lines::transport(spawned.stdout, spawned.stdin, spec.name.clone());
+                let transport = lines::transport(spawned.stdout, spawned.stdin, spec.name.clone(), pages.clone());
                 (
                     spawned.group,
                     None,
@@ -143,11 +145,13 @@ impl Connection {
             }
         };
         match outcome {
-            Ok((service, mut tools)) => {
-                scrub_tools(&mut tools);
+            Ok((service, mut listing)) => {
+                scrub_tools(&mut listing.tools);
+                warn_left_out(&spec.name, &listing.notes);
                 let stop = CancellationToken::new();
                 tokio::spawn(relist_on_change(
                     service.peer().clone(),
+                    pages,
                     relist,
                     stop.clone(),
                     spec.name.clone(),
@@ -164,7 +168,7 @@ impl Connection {
                     stop,
                     closed: AtomicBool::new(false),
                 };
-                Ok((connection, tools))
+                Ok((connection, listing))
             }
             Err(failure) => {
                 group.terminate(TERM_GRACE).await;
@@ -311,13 +315,10 @@ impl Connection {
             Ok(handle) => {
                 let _route =
                     progress.map(|sink| ProgressRoute::new(&self.progress, handle.progress_token.clone(), sink));
-                let mut abandon = CancelOnDrop {
-                    peer: peer.clone(),
-                    id: Some(handle.id.clone()),
-                };
+                let mut abandon = CancelOnDrop::new(peer, handle.id.clone());
                 let response = tokio::time::timeout_at(deadline, handle.await_response()).await;
                 if let Ok(Ok(_) | Err(ServiceError::McpError(_))) = &response {
-                    abandon.id = None;
+                    abandon.disarm();
                 }
                 response
             }
@@ -406,6 +407,7 @@ impl Drop for Connection {
 /// notifications costs one listing per [`RELIST_MIN_INTERVAL`], never a backlog.
 async fn relist_on_change(
     peer: rmcp::Peer<RoleClient>,
+    pages: PagesRead,
     relist: Arc<Notify>,
     stop: CancellationToken,
     server: String,
@@ -423,14 +425,14 @@ async fn relist_on_change(
         // Bounded: a server that never answers must not stall every later re-list. A session
         // ending meanwhile (shutdown, idle close) is no failure to report.
         let listed = tokio::select! {
-            listed = tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer)) => listed,
+            listed = tokio::time::timeout(RELIST_TIMEOUT, super::client::list_tools(&peer, &pages)) => listed,
             () = stop.cancelled() => return,
         };
         match listed {
-            Ok(Ok(mut tools)) => {
-                scrub_tools(&mut tools);
-                tracing::info!(%server, tools = tools.len(), "listed tools again after tools/list_changed");
-                on_tools(tools);
+            Ok(Ok(mut listing)) => {
+                scrub_tools(&mut listing.tools);
+                tracing::info!(%server, tools = listing.tools.len(), "listed tools again after tools/list_changed");
+                on_tools(listing);
             }
             Err(_) => {
                 tracing::warn!(%server, limit_ms = RELIST_TIMEOUT.as_millis(), "no answer to tools/list after tools/list_changed");
@@ -446,6 +448,21 @@ async fn relist_on_change(
             () = tokio::time::sleep_until(listed_at + RELIST_MIN_INTERVAL) => {}
             () = stop.cancelled() => return,
         }
+    }
+}
+
+/// Log what a first listing left out, a line per dropped tool (at most the twenty named),
+/// naming the server, the tool and why. A re-listing's are in the status only: a server
+/// that changes its list in a loop must not fill the log with the same words.
+fn warn_left_out(server: &str, notes: &ListingNotes) {
+    for dropped in &notes.dropped {
+        tracing::warn!(%server, tool = %dropped.name, reason = %dropped.reason, "tool dropped; the rest of the server is served");
+    }
+    if notes.dropped_count > notes.dropped.len() {
+        tracing::warn!(%server, more = notes.dropped_count - notes.dropped.len(), "more tools dropped");
+    }
+    if let Some(cap) = notes.cut_at {
+        tracing::warn!(%server, cap, "the server lists more tools than the gateway serves; the first {cap} are served and the rest not read");
     }
 }
 
@@ -507,27 +524,6 @@ impl Drop for ProgressRoute {
             Err(_) => {
                 lock(&routes).remove(&token);
             }
-        }
-    }
-}
-
-/// Tells the server a request is abandoned (timed out, or the caller went away) unless the
-/// answer arrived: `notifications/cancelled`, as the MCP spec asks.
-struct CancelOnDrop {
-    peer: rmcp::Peer<RoleClient>,
-    id: Option<RequestId>,
-}
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let peer = self.peer.clone();
-            tokio::spawn(async move {
-                let reason = Some("cancelled by the gateway's client".to_owned());
-                let _ = peer
-                    .notify_cancelled(CancelledNotificationParam::new(Some(id), reason))
-                    .await;
-            });
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The newline-delimited JSON-RPC transport to a stdio server, with a direct parse for the
-//! answers to our `tools/call` requests.
+//! answers to our `tools/call` and `tools/list` requests.
 //!
 //! rmcp reads a server message by buffering it and trying each JSON-RPC shape and then each of
 //! about twenty result types in turn (untagged enums). For a proxied `execute_tool` that was
@@ -7,6 +7,11 @@
 //! `tools/call`, so their answers are parsed straight into a `CallToolResult`; everything
 //! else (and anything the direct parse does not accept) goes through rmcp's own parser, so
 //! the meaning of every message stays rmcp's. Writing uses rmcp's codec unchanged.
+//!
+//! A `tools/list` answer is read tool by tool (`listing`): rmcp would fail the whole page over
+//! one invalid tool, or one nested past serde's limit, and parse every tool of a huge page
+//! before the cap could apply. Each tool stays text until it is read; past the cap the rest are
+//! skipped, and what was left out is kept for the listing under the request's id.
 //!
 //! An answer rmcp cannot read at all (longer than [`MAX_LINE_BYTES`], nested deeper than
 //! serde's 128 levels, not JSON) would leave its request waiting out its whole timeout, and a
@@ -30,9 +35,11 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{Decoder, FramedRead, FramedWrite};
 
+use super::listing::{self, PagesRead};
+
 /// rmcp's own limit for one incoming line; longer lines are dropped (the request they answer
 /// fails), the session stays open.
-pub(super) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 /// How much of each end of an oversized line is kept to find its id: the members before and
 /// after one huge value.
 const KEPT_END_BYTES: usize = 64 * 1024;
@@ -47,11 +54,21 @@ const MAX_TRACKED_CALLS: usize = 4096;
 
 type CallIds = Arc<Mutex<HashSet<RequestId>>>;
 
+/// Our requests whose answers this transport reads itself: `tools/call` (straight into a
+/// `CallToolResult`) and `tools/list` (tool by tool, what it leaves out kept in `pages`).
+#[derive(Clone, Default)]
+struct Awaited {
+    calls: CallIds,
+    lists: CallIds,
+    pages: PagesRead,
+}
+
 /// The sink and stream rmcp drives as a client transport over `read`/`write`.
 pub fn transport<R, W>(
     read: R,
     write: W,
     server: String,
+    pages: PagesRead,
 ) -> (
     impl Sink<ClientJsonRpcMessage, Error = JsonRpcMessageCodecError> + Send + Unpin + 'static,
     impl Stream<Item = ServerJsonRpcMessage> + Send + Unpin + 'static,
@@ -60,7 +77,10 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let calls = CallIds::default();
+    let calls = Awaited {
+        pages,
+        ..Awaited::default()
+    };
     let sent = calls.clone();
     let sink = FramedWrite::new(write, JsonRpcMessageCodec::<ClientJsonRpcMessage>::default()).with(
         move |message: ClientJsonRpcMessage| {
@@ -169,15 +189,18 @@ impl Decoder for LineDecoder {
     }
 }
 
-fn note_call(calls: &CallIds, message: &ClientJsonRpcMessage) {
+fn note_call(awaited: &Awaited, message: &ClientJsonRpcMessage) {
     if let JsonRpcMessage::Request(request) = message {
-        if matches!(request.request, ClientRequest::CallToolRequest(_)) {
-            let mut calls = lock(calls);
-            if calls.len() >= MAX_TRACKED_CALLS {
-                calls.clear();
-            }
-            calls.insert(request.id.clone());
+        let ids = match request.request {
+            ClientRequest::CallToolRequest(_) => &awaited.calls,
+            ClientRequest::ListToolsRequest(_) => &awaited.lists,
+            _ => return,
+        };
+        let mut ids = lock(ids);
+        if ids.len() >= MAX_TRACKED_CALLS {
+            ids.clear();
         }
+        ids.insert(request.id.clone());
     }
 }
 
@@ -195,7 +218,7 @@ struct Envelope<'a> {
 }
 
 /// One line from the server as rmcp would read it; `None` for what rmcp would skip.
-fn parse(line: &[u8], calls: &CallIds, server: &str) -> Option<ServerJsonRpcMessage> {
+fn parse(line: &[u8], calls: &Awaited, server: &str) -> Option<ServerJsonRpcMessage> {
     let line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
     if line.trim_ascii().is_empty() {
         return None;
@@ -219,7 +242,8 @@ fn parse(line: &[u8], calls: &CallIds, server: &str) -> Option<ServerJsonRpcMess
             }
             if let Some(id) = &found.id {
                 if let Ok(id) = serde_json::from_value::<RequestId>(id.clone()) {
-                    lock(calls).remove(&id);
+                    lock(&calls.calls).remove(&id);
+                    lock(&calls.lists).remove(&id);
                 }
             }
             unreadable_answer(found.id, &unreadable_reason(&error))
@@ -288,23 +312,31 @@ pub(super) fn is_unreadable_answer(error: &ErrorData) -> bool {
 }
 
 /// The direct parse: an answer (with a `result`) to a tracked `tools/call` id whose result
-/// reads as a `CallToolResult`. Errors and anything unexpected return `None` for rmcp to read.
-fn parse_call_answer(line: &str, calls: &CallIds) -> Option<ServerJsonRpcMessage> {
+/// reads as a `CallToolResult`, or to a tracked `tools/list` id whose result is a page of
+/// tools. Errors and anything unexpected return `None` for rmcp to read.
+fn parse_call_answer(line: &str, awaited: &Awaited) -> Option<ServerJsonRpcMessage> {
     let envelope: Envelope = serde_json::from_str(line).ok()?;
     // A request from the server may reuse one of our ids: it is not an answer.
     if envelope.method.is_some() {
         return None;
     }
     let id = envelope.id?;
-    // An answer ends the call, error or not; only a clean result takes the direct path.
-    if !lock(calls).remove(&id) || envelope.error.is_some() {
+    // An answer ends the request, error or not; only a clean result takes the direct path.
+    let result = if lock(&awaited.calls).remove(&id) {
+        let result: CallToolResult =
+            serde_json::from_str(envelope.error.is_none().then_some(envelope.result?)?.get()).ok()?;
+        ServerResult::CallToolResult(result)
+    } else if lock(&awaited.lists).remove(&id) {
+        let (page, read) = listing::read_json_page(envelope.error.is_none().then_some(envelope.result?)?.get())?;
+        listing::keep_page(&awaited.pages, id.clone(), read);
+        ServerResult::ListToolsResult(page)
+    } else {
         return None;
-    }
-    let result: CallToolResult = serde_json::from_str(envelope.result?.get()).ok()?;
+    };
     Some(JsonRpcMessage::Response(JsonRpcResponse {
         jsonrpc: JsonRpcVersion2_0,
         id,
-        result: ServerResult::CallToolResult(result),
+        result,
     }))
 }
 
@@ -324,10 +356,10 @@ mod tests {
         serde_json::to_value(message).unwrap()
     }
 
-    fn tracked(ids: &[i64]) -> CallIds {
-        let calls = CallIds::default();
-        lock(&calls).extend(ids.iter().map(|&id| NumberOrString::Number(id)));
-        calls
+    fn tracked(ids: &[i64]) -> Awaited {
+        let awaited = Awaited::default();
+        lock(&awaited.calls).extend(ids.iter().map(|&id| NumberOrString::Number(id)));
+        awaited
     }
 
     /// The direct parse and rmcp's own must agree wherever the direct one answers.
@@ -377,7 +409,7 @@ mod tests {
             Some(JsonRpcMessage::Error(_))
         ));
         assert!(
-            !lock(&calls).contains(&NumberOrString::Number(2)),
+            !lock(&calls.calls).contains(&NumberOrString::Number(2)),
             "an error answer ends the call too"
         );
         let progress =
@@ -398,14 +430,14 @@ mod tests {
         let both = r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]},"error":{"code":1,"message":"x"}}"#;
         let calls = tracked(&[4]);
         assert!(parse_call_answer(both, &calls).is_none());
-        assert!(!lock(&calls).contains(&NumberOrString::Number(4)));
+        assert!(!lock(&calls.calls).contains(&NumberOrString::Number(4)));
         let version = r#"{"jsonrpc":"1.0","id":5,"result":{"content":[]}}"#;
         assert!(parse_call_answer(version, &tracked(&[5])).is_none());
         let request = r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#;
         let calls = tracked(&[6]);
         assert!(parse_call_answer(request, &calls).is_none());
         assert!(
-            lock(&calls).contains(&NumberOrString::Number(6)),
+            lock(&calls.calls).contains(&NumberOrString::Number(6)),
             "the call still waits for its answer"
         );
         assert!(matches!(
@@ -484,7 +516,7 @@ mod tests {
     #[tokio::test]
     async fn the_stream_still_yields_messages_after_a_bad_line() {
         let input = b"\xff oops\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
-        let (_sink, stream) = transport(&input[..], tokio::io::sink(), "t".into());
+        let (_sink, stream) = transport(&input[..], tokio::io::sink(), "t".into(), PagesRead::default());
         let messages: Vec<_> = stream.collect().await;
         assert_eq!(messages.len(), 1);
         assert!(matches!(messages[0], JsonRpcMessage::Notification(_)));
@@ -544,7 +576,7 @@ mod tests {
             "{}",
             error.message
         );
-        assert!(lock(&calls).is_empty(), "the call is over");
+        assert!(lock(&calls.calls).is_empty(), "the call is over");
     }
 
     #[tokio::test]
@@ -563,15 +595,55 @@ mod tests {
         assert!(read_all(input.into_bytes()).await.is_empty());
     }
 
+    /// A page with a tool nested past serde's limit: rmcp could not read the line at all; here
+    /// the other tools are served and the deep one kept as dropped, by the request's id.
+    #[test]
+    fn a_list_answer_is_read_tool_by_tool() {
+        let awaited = Awaited::default();
+        lock(&awaited.lists).insert(NumberOrString::Number(3));
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":3,"result":{{"tools":[{{"name":"a","inputSchema":{{}}}},{{"name":"d","inputSchema":{deep}}},{{"name":"b","inputSchema":{{}}}}],"nextCursor":"n"}}}}"#
+        );
+        assert!(
+            serde_json::from_str::<ServerJsonRpcMessage>(&line).is_err(),
+            "rmcp cannot read it"
+        );
+        let Some(JsonRpcMessage::Response(response)) = parse(line.as_bytes(), &awaited, "t") else {
+            panic!("an answer for id 3");
+        };
+        let ServerResult::ListToolsResult(page) = response.result else {
+            panic!("a page of tools");
+        };
+        let names: Vec<&str> = page.tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert_eq!(page.next_cursor.as_deref(), Some("n"));
+        let read = awaited
+            .pages
+            .lock()
+            .unwrap()
+            .remove(&NumberOrString::Number(3))
+            .unwrap();
+        assert_eq!(read.dropped[0].name, "#2");
+        assert!(!read.unread);
+        // An error answer to a listing is rmcp's to read.
+        lock(&awaited.lists).insert(NumberOrString::Number(4));
+        let error = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"no"}}"#;
+        assert!(matches!(
+            parse(error.as_bytes(), &awaited, "t"),
+            Some(JsonRpcMessage::Error(_))
+        ));
+    }
+
     #[test]
     fn outgoing_calls_are_tracked_and_the_set_stays_bounded() {
-        let calls = CallIds::default();
+        let calls = Awaited::default();
         for id in 0..i64::try_from(MAX_TRACKED_CALLS).unwrap() + 10 {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("echo")));
             let message = JsonRpcMessage::Request(JsonRpcRequest::new(NumberOrString::Number(id), request));
             note_call(&calls, &message);
         }
-        let tracked = lock(&calls).len();
+        let tracked = lock(&calls.calls).len();
         assert!(tracked > 0 && tracked <= MAX_TRACKED_CALLS, "{tracked}");
     }
 }

@@ -13,6 +13,8 @@
 //!   secrets with `crate::secrets` when it expands the spec, and texts leave here scrubbed;
 //! - `oauth`: signing in to remote servers behind the MCP authorization spec — discovery,
 //!   client identity, browser and loopback callback, refresh and step-up, the token store;
+//! - `listing`: a server's tool list read tool by tool — invalid tools dropped with their
+//!   reason, a name served once, a cap on how many are kept (and read);
 //! - `client`: the MCP client we present to a server and the handshake every transport ends
 //!   in, below both the transports and `connection`;
 //! - `connection`: one live rmcp client session — open, call with progress routing, re-list
@@ -30,6 +32,7 @@ mod error;
 mod http;
 mod launcher;
 mod lines;
+mod listing;
 mod oauth;
 mod process;
 mod process_tree;
@@ -44,6 +47,9 @@ mod url_text;
 pub use crate::secrets::scrub as scrub_known;
 pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarder};
 pub use error::UpstreamError;
+/// Most bytes of one message to or from a stdio server (one line).
+pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
+pub use listing::{DroppedTool, ListingNotes};
 pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
 pub(crate) use remote::sign_in_now;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};

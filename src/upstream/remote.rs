@@ -147,12 +147,13 @@ pub(crate) async fn sign_in_now(spec: &ServerSpec, wait: Duration) -> Result<usi
         server: spec.name.clone(),
         progress: super::client::ProgressRoutes::default(),
         relist: Arc::new(tokio::sync::Notify::new()),
+        pages: super::listing::PagesRead::default(),
     };
     let budget = wait + Duration::from_millis(spec.startup_timeout_ms());
     match open_http(&remote, client, budget, &CancellationToken::new()).await {
-        Ok((service, tools)) => {
+        Ok((service, listing)) => {
             let _ = service.cancel().await;
-            Ok(tools.len())
+            Ok(listing.tools.len())
         }
         Err(Failure::Handshake(reason)) => Err(UpstreamError::handshake(reason)),
         Err(Failure::Other(error)) => Err(error),

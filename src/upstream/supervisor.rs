@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 use super::client::{ProgressSink, ToolsSink};
 use super::connection::Connection;
 use super::error::UpstreamError;
+use super::listing::{Listing, ListingNotes};
 use super::lock;
 use crate::config::ServerSpec;
 
@@ -93,7 +94,7 @@ pub(crate) trait Connector: Send + Sync + 'static {
         spec: &ServerSpec,
         shutdown: &CancellationToken,
         on_tools: ToolsSink,
-    ) -> impl Future<Output = Result<(Self::Session, Vec<Tool>), UpstreamError>> + Send;
+    ) -> impl Future<Output = Result<(Self::Session, Listing), UpstreamError>> + Send;
 }
 
 /// The real connector: stdio processes and remote servers.
@@ -128,7 +129,7 @@ impl Connector for Dial {
         spec: &ServerSpec,
         shutdown: &CancellationToken,
         on_tools: ToolsSink,
-    ) -> Result<(Connection, Vec<Tool>), UpstreamError> {
+    ) -> Result<(Connection, Listing), UpstreamError> {
         let base_dir = self.base_dir();
         // Boxed: opening covers every transport and is large; the task's future stays small.
         Box::pin(Connection::open(spec, base_dir.as_deref(), shutdown, on_tools)).await
@@ -326,6 +327,8 @@ pub(crate) struct Handle<C: Connector> {
     /// Woken when the last call in flight ends (what a retirement waits for).
     calls_done: Notify,
     state: watch::Sender<ServerState>,
+    /// What the newest listing of its tools left out (dropped tools, a cut at the cap).
+    left_out: Arc<Mutex<ListingNotes>>,
     inner: Mutex<Inner<C::Session>>,
 }
 
@@ -504,6 +507,7 @@ impl<C: Connector> Handle<C> {
             retiring: CancellationToken::new(),
             calls_done: Notify::new(),
             state: watch::channel(ServerState::Idle).0,
+            left_out: Arc::default(),
             inner: Mutex::new(Inner {
                 live: None,
                 failures: 0,
@@ -577,6 +581,12 @@ impl<C: Connector> Handle<C> {
     #[must_use]
     pub fn state(&self) -> ServerState {
         self.state.borrow().clone()
+    }
+
+    /// What the newest listing of the server's tools (in this process) left out.
+    #[must_use]
+    pub fn left_out(&self) -> ListingNotes {
+        lock(&self.left_out).clone()
     }
 
     /// Start connecting in the background unless a session is open or starting.
@@ -753,15 +763,16 @@ impl<C: Connector> Handle<C> {
     async fn connect(self: Arc<Self>, attempt: u64) {
         let shared = &self.shared;
         let (events, server) = (shared.events.clone(), self.spec.name.clone());
-        let retiring = self.retiring.clone();
-        let on_tools: ToolsSink = Arc::new(move |tools| {
+        let (retiring, left_out) = (self.retiring.clone(), self.left_out.clone());
+        let on_tools: ToolsSink = Arc::new(move |listing: Listing| {
             // A retired server's lists would land on the server that replaced it.
             if retiring.is_cancelled() {
                 return;
             }
+            *lock(&left_out) = listing.notes;
             events.push(UpstreamEvent::Tools {
                 server: server.clone(),
-                tools,
+                tools: listing.tools,
             });
         });
         let outcome = with_slot(
@@ -780,8 +791,9 @@ impl<C: Connector> Handle<C> {
                     self.state.send_replace(ServerState::Idle);
                 }
             }
-            Ok((session, tools)) => {
+            Ok((session, Listing { tools, notes })) => {
                 tracing::info!(server = %self.spec.name, tools = tools.len(), "connected");
+                *lock(&self.left_out) = notes;
                 let session = Arc::new(session);
                 inner.live = Some(Live {
                     session: session.clone(),

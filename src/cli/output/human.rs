@@ -118,6 +118,27 @@ pub fn servers(servers: &[ServerInfo], show_status: bool, show_tools: bool, p: P
                 out.push_str(&wrap(&format!("Reason: {error}"), "  ", width));
             }
         }
+        out.push_str(&left_out(server, width));
+    }
+    out
+}
+
+/// What a server's listing left out, whatever else is shown: it explains the tool count.
+fn left_out(server: &ServerInfo, width: usize) -> String {
+    let mut out = String::new();
+    if let Some(cap) = server.tools_cut_at {
+        let note = format!("Only the first {cap} tools are served: the server lists more.");
+        out.push_str(&wrap(&note, "  ", width));
+    }
+    let count = server.dropped_count.unwrap_or(server.dropped_tools.len());
+    if count > 0 {
+        let _ = writeln!(out, "  Dropped {}:", plural(count, "invalid tool"));
+        for dropped in &server.dropped_tools {
+            out.push_str(&wrap(&format!("{}: {}", dropped.name, dropped.reason), "    ", width));
+        }
+        if count > server.dropped_tools.len() {
+            let _ = writeln!(out, "    … and {} more", count - server.dropped_tools.len());
+        }
     }
     out
 }
@@ -466,14 +487,7 @@ mod tests {
 
     #[test]
     fn a_server_still_connecting_is_not_marked_ready() {
-        let server = |name: &str, status: &str| ServerInfo {
-            name: name.into(),
-            description: None,
-            tool_count: 0,
-            enabled_count: 0,
-            status: status.into(),
-            error: None,
-        };
+        let server = |name: &str, status: &str| ServerInfo::new(name, status, 0, None);
         let listed = servers(
             &[
                 server("a", "connected"),
@@ -488,6 +502,27 @@ mod tests {
         assert_eq!(
             listed,
             "MCP Servers (3 configured):\n\n✓ a\n  Status: Connected\n\n… b\n  Status: Connecting\n\n✗ c\n  Status: Error\n"
+        );
+    }
+
+    #[test]
+    fn what_a_listing_left_out_is_listed_under_its_server() {
+        let mut server = ServerInfo::new("big", "connected", 10_000, None);
+        server.note_left_out(crate::upstream::ListingNotes {
+            dropped: vec![crate::upstream::DroppedTool {
+                name: "t7".into(),
+                reason: "its `inputSchema` is a string, not a JSON Schema object".into(),
+            }],
+            dropped_count: 3,
+            cut_at: Some(10_000),
+        });
+        assert_eq!(
+            servers(&[server], false, true, PLAIN, 80),
+            "MCP Servers (1 configured):\n\n✓ big (10000 tools)\n  \
+             Only the first 10000 tools are served: the server lists more.\n  \
+             Dropped 3 invalid tools:\n    \
+             t7: its `inputSchema` is a string, not a JSON Schema object\n    \
+             … and 2 more\n"
         );
     }
 

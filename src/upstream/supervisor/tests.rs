@@ -72,7 +72,7 @@ impl Connector for Scripted {
         _spec: &ServerSpec,
         shutdown: &CancellationToken,
         _on_tools: ToolsSink,
-    ) -> Result<(FakeSession, Vec<Tool>), UpstreamError> {
+    ) -> Result<(FakeSession, Listing), UpstreamError> {
         self.0.opens.fetch_add(1, Ordering::SeqCst);
         let next = lock(&self.0.script).pop_front().unwrap_or(Script::Ok);
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -83,7 +83,7 @@ impl Connector for Scripted {
                     closed: Arc::new(AtomicBool::new(self.0.dead.load(Ordering::SeqCst))),
                     ended: self.1.clone(),
                 },
-                vec![],
+                Listing::default(),
             )),
             Script::Hang => {
                 shutdown.cancelled().await;
