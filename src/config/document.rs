@@ -14,6 +14,15 @@ use crate::error::{Error, Result};
 /// # Errors
 /// An unreadable file, a syntax error (with its line and column), or a TS/JS file.
 pub(crate) fn read_document(path: &Path) -> Result<Value> {
+    read_document_hashed(path).map(|(value, _)| value)
+}
+
+/// [`read_document`], with the SHA-256 of the very bytes parsed: a project file is used only
+/// when they are the bytes approved, even if it changed between the approval check and now.
+///
+/// # Errors
+/// As [`read_document`].
+pub(crate) fn read_document_hashed(path: &Path) -> Result<(Value, String)> {
     let origin = path.display().to_string();
     if is_js_config(path) {
         return Err(Error::config(
@@ -23,9 +32,16 @@ pub(crate) fn read_document(path: &Path) -> Result<Value> {
              the native binary reads JSON and YAML",
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
-    parse_text(&text, extension(path).as_deref(), &origin)
+    let bytes = std::fs::read(path).map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
+    let hash = crate::consent::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::config(
+            &origin,
+            "(file)",
+            "cannot read file: stream did not contain valid UTF-8",
+        )
+    })?;
+    Ok((parse_text(&text, extension(path).as_deref(), &origin)?, hash))
 }
 
 /// Parse a file's text by its extension.
