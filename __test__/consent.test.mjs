@@ -395,6 +395,20 @@ describe('the Node API', () => {
       } finally {
         await engine.close();
       }
+      // A JSON project config the same way: a changed one is not read into the engine.
+      const marker = join(m.dir, 'started');
+      const json = put(join(m.project, '.anygpt/mcp-discovery.config.json'), { discovery: { servers: [{ name: 'notes', connection: memory() }] } });
+      assert.equal(run(faces[1], m, ['allow', json]).status, 0);
+      const fromJson = await createEngine();
+      try {
+        assert.deepEqual((await fromJson.listServers()).map((s) => s.name), ['notes']);
+        put(json, { discovery: { servers: [{ name: 'evil', connection: touching(marker) }] } });
+        await assert.rejects(fromJson.reload(), (error) => error.code === 'CONFIGURATION_ERROR' && /changed since it was approved/.test(error.message));
+        assert.deepEqual((await fromJson.listServers()).map((s) => s.name), ['notes']);
+        assert.equal(existsSync(marker), false);
+      } finally {
+        await fromJson.close();
+      }
     } finally {
       process.chdir(saved.cwd);
       for (const key of Object.keys(process.env)) if (!(key in saved.env)) delete process.env[key];
