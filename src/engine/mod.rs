@@ -437,7 +437,7 @@ fn reread(current: &Config) -> Result<Config> {
             match located.file.as_deref() {
                 // Evaluated on the JS side only, which chose no TS/JS file when this started.
                 Some(file) if located.needs_js() && file != std::path::Path::new(origin) => Err(Error::config(
-                    &file.display().to_string(),
+                    file.display().to_string(),
                     "(file)",
                     "a TS/JS config chosen since the gateway started (created, or approved) applies when the gateway restarts",
                 )),
