@@ -127,7 +127,9 @@ function defineConfig(config) {
  */
 async function createEngine(options = {}) {
   const loaded = await loadConfig(binding.locateConfig, options.config)
-  if (loaded.value === undefined) return new DiscoveryEngine(undefined, loaded.located.file ?? undefined)
+  // JSON/YAML or zero-config: the engine runs the same search itself, so a project file keeps
+  // its scope (a file named here would be the user's own, read again without its approval).
+  if (loaded.value === undefined) return new DiscoveryEngine(undefined, options.config)
   const engine = new DiscoveryEngine(loaded.value, loaded.path)
   // The engine cannot read a TS/JS file itself: `reload()` with no config evaluates it again
   // here (a bad file rejects with CONFIGURATION_ERROR and the current config keeps serving).

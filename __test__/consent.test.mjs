@@ -248,6 +248,29 @@ for (const face of faces) {
       assert.equal(existsSync(disabled), false);
     });
 
+    test("~/.claude.json's servers for this folder wait for approval; the user's own servers there do not", () => {
+      const m = machine();
+      const marker = join(m.dir, 'local-started');
+      const claude = put(join(m.home, '.claude.json'), {
+        mcpServers: { mine: memory() },
+        projects: { [m.project]: { mcpServers: { local: touching(marker) } } },
+      });
+      const before = run(face, m, ['list', '--json']);
+      assert.equal(before.status, 0, before.stderr);
+      const listed = JSON.parse(before.stdout);
+      assert.deepEqual(listed.servers.map((s) => s.name), ['mine']);
+      assert.deepEqual(listed.skipped.map((s) => [s.file, s.section, s.fix]), [
+        [claude, `projects.${m.project}`, `anygpt-discovery allow ${claude}`],
+      ]);
+      assert.equal(existsSync(marker), false);
+      const allowed = run(face, m, ['allow']);
+      assert.equal(allowed.status, 0, allowed.stderr);
+      assert.ok(allowed.stdout.includes(`local runs: sh -c "touch '${marker}'"`), allowed.stdout);
+      const after = JSON.parse(run(face, m, ['list', '--json']).stdout);
+      assert.deepEqual(after.servers.map((s) => s.name), ['local', 'mine']);
+      assert.equal(existsSync(marker), true, 'approved, it runs');
+    });
+
     test('a project file appearing while the gateway serves is not used until approved', async () => {
       const m = machine();
       const marker = join(m.dir, 'started');
@@ -371,6 +394,20 @@ describe('the Node API', () => {
         assert.equal(readFileSync(evaluated, 'utf8'), 'x', 'the changed file was evaluated');
       } finally {
         await engine.close();
+      }
+      // A JSON project config the same way: a changed one is not read into the engine.
+      const marker = join(m.dir, 'started');
+      const json = put(join(m.project, '.anygpt/mcp-discovery.config.json'), { discovery: { servers: [{ name: 'notes', connection: memory() }] } });
+      assert.equal(run(faces[1], m, ['allow', json]).status, 0);
+      const fromJson = await createEngine();
+      try {
+        assert.deepEqual((await fromJson.listServers()).map((s) => s.name), ['notes']);
+        put(json, { discovery: { servers: [{ name: 'evil', connection: touching(marker) }] } });
+        await assert.rejects(fromJson.reload(), (error) => error.code === 'CONFIGURATION_ERROR' && /changed since it was approved/.test(error.message));
+        assert.deepEqual((await fromJson.listServers()).map((s) => s.name), ['notes']);
+        assert.equal(existsSync(marker), false);
+      } finally {
+        await fromJson.close();
       }
     } finally {
       process.chdir(saved.cwd);

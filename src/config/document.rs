@@ -18,6 +18,15 @@ use crate::error::{Error, Result};
 /// # Errors
 /// An unreadable file, a syntax error (with its line and column), or a TS/JS file.
 pub(crate) fn read_document(path: &Path) -> Result<Value> {
+    read_document_hashed(path).map(|(value, _)| value)
+}
+
+/// [`read_document`], with the SHA-256 of the very bytes parsed: a project file is used only
+/// when they are the bytes approved, even if it changed between the approval check and now.
+///
+/// # Errors
+/// As [`read_document`].
+pub(crate) fn read_document_hashed(path: &Path) -> Result<(Value, String)> {
     let origin = path.display().to_string();
     if is_js_config(path) {
         return Err(Error::config(
@@ -28,9 +37,39 @@ pub(crate) fn read_document(path: &Path) -> Result<Value> {
         ));
     }
     check_writers(path)?;
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
-    parse_text(&text, extension(path).as_deref(), &origin)
+    let bytes = read_limited(path).map_err(|e| Error::config(&origin, "(file)", format!("cannot read file: {e}")))?;
+    let hash = crate::consent::sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::config(
+            &origin,
+            "(file)",
+            "cannot read file: stream did not contain valid UTF-8",
+        )
+    })?;
+    Ok((parse_text(&text, extension(path).as_deref(), &origin)?, hash))
+}
+
+/// The largest config or client file read. Clients' files are small, but `~/.claude.json`
+/// keeps every project's history and reaches megabytes; a file past this is no config (a
+/// repository's `.mcp.json` made huge, or a link to a device, must not exhaust memory).
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A regular file's bytes, at most [`MAX_FILE_BYTES`].
+pub(crate) fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB, which no config is",
+            MAX_FILE_BYTES >> 20
+        )));
+    }
+    Ok(bytes)
 }
 
 /// Refuse a config file that users other than its owner may write (group or others), naming
@@ -156,5 +195,20 @@ mod tests {
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(read_document(&link).is_ok());
+    }
+
+    #[test]
+    fn a_file_past_the_size_cap_or_not_a_file_is_refused_without_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".mcp.json");
+        // Sparse: no disk is used, and the read stops one byte past the cap.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(MAX_FILE_BYTES + 1)
+            .unwrap();
+        let text = read_document(&path).unwrap_err().to_string();
+        assert!(text.contains("larger than 64 MiB"), "{text}");
+        let text = read_document(dir.path()).unwrap_err().to_string();
+        assert!(text.contains("cannot read file"), "{text}");
     }
 }

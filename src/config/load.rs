@@ -8,15 +8,37 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::document::read_document;
+use super::document::read_document_hashed;
 use super::locate::{is_anygpt_config, Environment, Located};
 use super::sources::{self, SourceKind, SourceSpec};
 use super::{humanize, json_kind, validate, Config, DiscoverySection, Scope};
 use crate::error::{Error, Result};
 
 pub(super) fn from_file(path: &Path, env: &Environment, scope: Scope) -> Result<Config> {
-    let value = read_document(path)?;
-    from_value(value, &path.display().to_string(), env, scope)
+    from_file_approved(path, env, scope, None)
+}
+
+/// [`from_file`] of a project file approved with content hash `approved`: bytes that differ
+/// (the file changed since the search checked it) are refused, never parsed into servers.
+pub(super) fn from_file_approved(
+    path: &Path,
+    env: &Environment,
+    scope: Scope,
+    approved: Option<&str>,
+) -> Result<Config> {
+    let origin = path.display().to_string();
+    let (value, hash) = read_document_hashed(path)?;
+    if approved.is_some_and(|approved| approved != hash) {
+        return Err(Error::config(
+            &origin,
+            "(file)",
+            format!(
+                "changed while it was being read, after its approval was checked: approve it again: `{}`",
+                crate::consent::Place::file(path).allow_command()
+            ),
+        ));
+    }
+    from_value(value, &origin, env, scope)
 }
 
 /// The `origin` of a zero-config config.
@@ -288,6 +310,19 @@ mod tests {
         let (_dir, path) = write("c.yml", "discovery:\n  toolRules:\n    - pattern: ['/(/']\n");
         let text = Config::from_file(&path).unwrap_err().to_string();
         assert!(text.contains("discovery.toolRules[0].pattern[0]"), "{text}");
+    }
+
+    #[test]
+    fn an_approved_file_is_read_only_as_approved() {
+        let (_dir, path) = write("c.json", r#"{ "discovery": { "servers": [] } }"#);
+        let env = Environment::current();
+        let hash = crate::consent::sha256_hex(&std::fs::read(&path).unwrap());
+        assert!(from_file_approved(&path, &env, Scope::Project, Some(&hash)).is_ok());
+        let text = from_file_approved(&path, &env, Scope::Project, Some("0123"))
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("changed while it was being read"), "{text}");
+        assert!(text.contains("anygpt-discovery allow"), "{text}");
     }
 
     #[test]

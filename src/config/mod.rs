@@ -28,7 +28,7 @@ use crate::consent::{Place, Skipped};
 use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
-pub(crate) use document::read_document;
+pub(crate) use document::{read_document, read_limited};
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
@@ -522,7 +522,10 @@ impl Config {
     /// An unreadable or invalid file.
     pub fn load(located: &Located, env: &Environment) -> Result<Self> {
         let mut config = match &located.file {
-            Some(path) => load::from_file(path, env, located.scope)?,
+            Some(path) => {
+                let approved = located.approved.as_ref().map(|(_, hash)| hash.as_str());
+                load::from_file_approved(path, env, located.scope, approved)?
+            }
             None => load::zero_config(located, env),
         };
         if let Some(approved) = &located.approved {

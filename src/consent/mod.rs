@@ -139,7 +139,7 @@ impl Place {
     /// # Errors
     /// The file cannot be read.
     pub fn content(&self) -> std::io::Result<Vec<u8>> {
-        let bytes = std::fs::read(&self.file)?;
+        let bytes = crate::config::read_limited(&self.file)?;
         let Some(section) = &self.section else { return Ok(bytes) };
         let folder = section.strip_prefix("projects.").unwrap_or(section);
         Ok(claude::project_servers_bytes(&bytes, folder))

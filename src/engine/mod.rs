@@ -433,7 +433,16 @@ fn reread(current: &Config) -> Result<Config> {
         // project config is read again only while its approval holds.
         origin if origin == crate::config::ZERO_CONFIG_ORIGIN || current.scope == crate::config::Scope::Project => {
             let env = crate::config::Environment::current();
-            Config::load(&crate::config::locate(None, &env), &env)
+            let located = crate::config::locate(None, &env);
+            match located.file.as_deref() {
+                // Evaluated on the JS side only, which chose no TS/JS file when this started.
+                Some(file) if located.needs_js() && file != std::path::Path::new(origin) => Err(Error::config(
+                    file.display().to_string(),
+                    "(file)",
+                    "a TS/JS config chosen since the gateway started (created, or approved) applies when the gateway restarts",
+                )),
+                _ => Config::load(&located, &env),
+            }
         }
         origin if origin.starts_with('<') => Ok(current.clone()),
         origin => Config::from_file(std::path::Path::new(origin)),

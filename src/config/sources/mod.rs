@@ -254,16 +254,17 @@ pub fn servers_in(
 /// The consent a project file's entries need: the approval of the file, and for a
 /// `.mcp.json` Claude Code's own per-server answers. `None`: nothing of it may be read.
 struct Consent {
-    approved: bool,
+    /// The content hash it was approved with.
+    approved: Option<String>,
     record: Option<consent::claude::Record>,
 }
 
 fn consent_for(kind: SourceKind, place: &Place, env: &Environment, into: &mut Imported) -> Option<Consent> {
     let verdict = consent::verdict(place, env);
-    let approved = matches!(verdict, Verdict::Approved(_));
-    if let Verdict::Approved(hash) = &verdict {
-        into.approved.push((place.clone(), hash.clone()));
-    }
+    let approved = match &verdict {
+        Verdict::Approved(hash) => Some(hash.clone()),
+        Verdict::Skipped(_) => None,
+    };
     let record = (kind == SourceKind::ClaudeCode)
         .then(|| consent::claude::Record::read(env))
         .flatten();
@@ -297,10 +298,20 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, scope: Scope, env
             None => return,
         },
     };
-    let document = match super::document::read_document(path) {
-        Ok(mut document) => {
+    let document = match super::document::read_document_hashed(path) {
+        Ok((mut document, hash)) => {
             if kind == SourceKind::ClaudeCode && scope == Scope::User {
                 local_servers_consent(&mut document, path, env, into);
+            }
+            if let Some(approved) = consent.as_ref().and_then(|c| c.approved.as_ref()) {
+                if *approved == hash {
+                    into.approved.push((Place::file(path), hash));
+                } else {
+                    // Changed between the approval check and this read: not what was approved.
+                    into.skipped
+                        .push(Skipped::new(Place::file(path), consent::Why::Changed));
+                    return;
+                }
             }
             document
         }
@@ -328,7 +339,7 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, scope: Scope, env
                     continue;
                 }
                 Some(true) => {}
-                None if consent.approved => {}
+                None if consent.approved.is_some() => {}
                 None => {
                     unapproved = true;
                     continue;
