@@ -1020,9 +1020,9 @@ fn map_holds_secret(map: &serde_json::Map<String, serde_json::Value>) -> bool {
 }
 
 /// A tool's result without registered secrets in anything the model reads: texts, the
-/// `uri`, `name`, `title` and `description` of resource links and embedded resources (a
-/// server may hand back a link holding the token it was given), structured content and
-/// `_meta`. Images, audio and blobs are data, left alone.
+/// `uri`, `name`, `title`, `description` and icon URLs of resource links and the `uri` of
+/// embedded resources (a server may hand back a link holding the token it was given),
+/// structured content and `_meta`. Images, audio and blobs are data, left alone.
 pub fn scrub_result(result: &mut rmcp::model::CallToolResult) {
     use rmcp::model::{ContentBlock, ResourceContents};
     if !any_registered() {
@@ -1055,6 +1055,9 @@ pub fn scrub_result(result: &mut rmcp::model::CallToolResult) {
                 scrub_in_place(&mut link.name);
                 for text in [&mut link.title, &mut link.description].into_iter().flatten() {
                     scrub_in_place(text);
+                }
+                for icon in link.icons.iter_mut().flatten() {
+                    scrub_in_place(&mut icon.src);
                 }
                 &mut link.meta
             }
