@@ -72,7 +72,8 @@ test('no secret of a stdio server reaches an answer, a log line, getConfig, the 
     assert.match(dying.error, /\*\*\*/, 'the dying words are kept, the token masked');
     assert.equal(servers.servers.find((s) => s.name === 'leaky').description, 'Team tools (key ***)');
     const zapier = servers.servers.find((s) => s.name === 'zapier');
-    assert.equal(zapier.status, 'error', JSON.stringify(zapier));
+    // Refused at once: `error`, or `connecting` while it retries; either way the error says why.
+    assert.ok(['error', 'connecting'].includes(zapier.status), JSON.stringify(zapier));
     assert.match(zapier.error, /127\.0\.0\.1:9\/mcp\/\*\*\*\/sse/, 'the URL is shown, its key masked');
 
     await ask('search_tools', { query: 'token belongs' });
@@ -95,6 +96,7 @@ test('no secret of a stdio server reaches an answer, a log line, getConfig, the 
     assert.equal(link.title, 'Report for ***');
     assert.equal(link.description, 'Signed with ***; args --token=*** --api-key ***');
     assert.deepEqual(link._meta, { token: '***' });
+    assert.equal(link.icons[0].src, 'https://cdn.example.com/icon.png?sig=***');
     assert.equal(embedded.resource.uri, 'secret://***/notes');
     assert.equal(embedded.resource.text, 'notes of ***');
     assert.equal(blob.resource.uri, 'blob://***');

@@ -991,16 +991,38 @@ pub fn scrub_tool(tool: &mut rmcp::model::Tool) {
             *description = clean.into();
         }
     }
-    scrub_map(Arc::make_mut(&mut tool.input_schema));
+    scrub_shared_map(&mut tool.input_schema);
     if let Some(schema) = &mut tool.output_schema {
-        scrub_map(Arc::make_mut(schema));
+        scrub_shared_map(schema);
     }
 }
 
+/// [`scrub_map`] for a map that may be shared (a tool cloned for its snapshot): copied only
+/// when it holds a secret.
+fn scrub_shared_map(map: &mut Arc<serde_json::Map<String, serde_json::Value>>) {
+    if map_holds_secret(map) {
+        scrub_map(Arc::make_mut(map));
+    }
+}
+
+fn map_holds_secret(map: &serde_json::Map<String, serde_json::Value>) -> bool {
+    use serde_json::Value;
+    fn holds(value: &Value) -> bool {
+        match value {
+            Value::String(text) => matches!(scrub(text), Cow::Owned(_)),
+            Value::Array(items) => items.iter().any(holds),
+            Value::Object(map) => map_holds_secret(map),
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+    map.iter()
+        .any(|(key, value)| matches!(scrub(key), Cow::Owned(_)) || holds(value))
+}
+
 /// A tool's result without registered secrets in anything the model reads: texts, the
-/// `uri`, `name`, `title` and `description` of resource links and embedded resources (a
-/// server may hand back a link holding the token it was given), structured content and
-/// `_meta`. Images, audio and blobs are data, left alone.
+/// `uri`, `name`, `title`, `description` and icon URLs of resource links and the `uri` of
+/// embedded resources (a server may hand back a link holding the token it was given),
+/// structured content and `_meta`. Images, audio and blobs are data, left alone.
 pub fn scrub_result(result: &mut rmcp::model::CallToolResult) {
     use rmcp::model::{ContentBlock, ResourceContents};
     if !any_registered() {
@@ -1033,6 +1055,9 @@ pub fn scrub_result(result: &mut rmcp::model::CallToolResult) {
                 scrub_in_place(&mut link.name);
                 for text in [&mut link.title, &mut link.description].into_iter().flatten() {
                     scrub_in_place(text);
+                }
+                for icon in link.icons.iter_mut().flatten() {
+                    scrub_in_place(&mut icon.src);
                 }
                 &mut link.meta
             }
@@ -1301,6 +1326,33 @@ mod tests {
             mask_key_shaped("GitHub issues, v2.1.0, destiny2-mcp-server"),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn a_tool_keeps_its_name_and_loses_secrets_elsewhere() {
+        register("test-tool", ["tool-secret-5e4d3c2b".to_owned()]);
+        let schema =
+            serde_json::json!({ "type": "object", "properties": { "k": { "default": "tool-secret-5e4d3c2b" } } });
+        let serde_json::Value::Object(schema) = schema else {
+            unreachable!()
+        };
+        let shared = Arc::new(schema);
+        let mut tool = rmcp::model::Tool::new("tool-secret-5e4d3c2b", "uses tool-secret-5e4d3c2b", shared.clone());
+        scrub_tool(&mut tool);
+        assert_eq!(tool.name, "tool-secret-5e4d3c2b", "names are not rewritten");
+        assert_eq!(tool.description.as_deref(), Some("uses ***"));
+        assert_eq!(tool.input_schema["properties"]["k"]["default"], "***");
+        assert_eq!(
+            shared["properties"]["k"]["default"], "tool-secret-5e4d3c2b",
+            "a shared schema is copied, not changed"
+        );
+        let clean = Arc::new(serde_json::Map::new());
+        let mut plain = rmcp::model::Tool::new("plain", "nothing", clean.clone());
+        scrub_tool(&mut plain);
+        assert!(
+            Arc::ptr_eq(&plain.input_schema, &clean),
+            "a schema without secrets is not copied"
+        );
     }
 
     #[test]
