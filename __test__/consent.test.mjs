@@ -155,7 +155,9 @@ for (const face of faces) {
       // Approved, it does contact the host (the check above could have failed).
       const allowed = run(face, m, ['allow', file]);
       assert.equal(allowed.status, 0, allowed.stderr);
-      assert.match(allowed.stdout, new RegExp(`remote connects to: http://127\\.0\\.0\\.1:${port}/mcp\\?token=\\$\\{GITHUB_TOKEN\\}; headers: Authorization`));
+      // Shown as written (never expanded): the person judges what the file's author chose.
+      assert.ok(allowed.stdout.includes(`remote connects to: http://127.0.0.1:${port}/mcp?token=\${GITHUB_TOKEN}; headers: Authorization: Bearer \${AWS_SECRET_ACCESS_KEY}`), allowed.stdout);
+      assert.ok(!allowed.stdout.includes(secrets.GITHUB_TOKEN) && !allowed.stdout.includes(secrets.AWS_SECRET_ACCESS_KEY), allowed.stdout);
       assert.match(allowed.stdout, /reads variables: GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY/);
       const again = await gateway(face, m, secrets);
       try {

@@ -295,3 +295,11 @@ fn shell_word(text: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether Claude Code's per-folder record speaks for `file`: only for the folder's own
+/// `./.mcp.json`, as in Claude Code. Any other file in its format (one a project config names
+/// under `sources`) needs an approval of its own.
+#[must_use]
+pub fn record_applies(file: &Path, env: &Environment) -> bool {
+    real_path(file) == real_path(&env.cwd.join(".mcp.json"))
+}

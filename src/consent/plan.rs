@@ -1,8 +1,11 @@
 //! What a project place would do, shown before `allow` records it: every server with its
-//! command, arguments, folder and environment variable names, or its URL and header names
-//! (values scrubbed as `config show` scrubs them, never expanded), every file it imports
-//! and path it names, and every `${VAR}` it would read. A TS/JS file is code: it is not run
-//! to find out; the plan says it will run.
+//! command, arguments, folder and environment, or its URL and headers, every file it imports
+//! and path it names, and every `${VAR}` it would read (named, never expanded). Values are
+//! shown as the file writes them: its author chose them, so masking one would hide from the
+//! person exactly what they must judge (`NODE_OPTIONS=--import=…`, `--api-key "$(…)"`).
+//! Each is shown [`literal`]ly: control, format and bidi characters escaped, so no value can
+//! fake another line of the plan or reverse its text, and long values cut. A TS/JS file is
+//! code: it is not run to find out; the plan says it will run.
 
 use std::path::Path;
 
@@ -48,12 +51,12 @@ pub struct PlannedServer {
     pub args: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
-    /// Names only.
+    /// `NAME=value` each, as written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Names only.
+    /// `Name: value` each, as written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
     /// Why it will not run even when approved (disabled in its client, in Claude Code's record).
@@ -65,21 +68,25 @@ impl PlannedServer {
     fn of(spec: &ServerSpec) -> Self {
         let conn = &spec.connection;
         Self {
-            name: spec.name.clone(),
+            name: literal(&spec.name),
             transport: conn.kind,
-            command: conn.command.clone(),
-            args: crate::secrets::redact_args(&conn.args),
-            cwd: conn.cwd.clone(),
-            env: conn.env.keys().cloned().collect(),
-            url: conn.url.as_deref().map(crate::secrets::redact_url),
-            headers: conn.headers.keys().cloned().collect(),
+            command: conn.command.as_deref().map(literal),
+            args: conn.args.iter().map(|a| literal(a)).collect(),
+            cwd: conn.cwd.as_deref().map(literal),
+            env: conn.env.iter().map(|(k, v)| literal(&format!("{k}={v}"))).collect(),
+            url: conn.url.as_deref().map(literal),
+            headers: conn
+                .headers
+                .iter()
+                .map(|(k, v)| literal(&format!("{k}: {v}")))
+                .collect(),
             not_run: None,
         }
     }
 
     fn not_run(name: &str, why: String) -> Self {
         Self {
-            name: name.to_owned(),
+            name: literal(name),
             transport: TransportKind::Stdio,
             command: None,
             args: Vec::new(),
@@ -90,6 +97,35 @@ impl PlannedServer {
             not_run: Some(why),
         }
     }
+}
+
+/// The longest value shown whole; past it the plan says how much is cut.
+const MAX_SHOWN_CHARS: usize = 400;
+
+/// `text` as a person must read it in the plan: newlines, tabs, controls, escapes and
+/// invisible (format, bidi) characters written as escapes (`\n`, `\u{202e}`), and at most
+/// [`MAX_SHOWN_CHARS`] characters with a count of the rest.
+#[must_use]
+pub fn literal(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len().min(MAX_SHOWN_CHARS * 4));
+    for (i, c) in text.chars().enumerate() {
+        if i == MAX_SHOWN_CHARS {
+            let rest = text.chars().count() - MAX_SHOWN_CHARS;
+            let _ = write!(out, "…({rest} more characters)");
+            break;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == '\u{1b}' || crate::trust::poison::is_invisible(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Describe `place` without running, contacting or expanding anything.
@@ -133,7 +169,7 @@ pub fn describe(place: &Place, env: &Environment) -> Result<Plan> {
             .flatten()
     }) {
         kind.name().clone_into(&mut plan.kind);
-        let record = (kind == sources::SourceKind::ClaudeCode)
+        let record = (kind == sources::SourceKind::ClaudeCode && super::record_applies(&place.file, env))
             .then(|| super::claude::Record::read(env))
             .flatten();
         plan.servers = client_servers(kind, &document, base, env, record.as_ref());
@@ -182,14 +218,14 @@ fn own_plan(plan: &mut Plan, section: &Value) {
                 }
             }
         };
-        plan.sources.push(text);
+        plan.sources.push(literal(&text));
     }
     for (field, value) in [
         ("audit.path", section.pointer("/audit/path")),
         ("search.model", section.pointer("/search/model")),
     ] {
         if let Some(path) = value.and_then(Value::as_str) {
-            plan.paths.push(format!("{field}: {path}"));
+            plan.paths.push(literal(&format!("{field}: {path}")));
         }
     }
 }
@@ -229,7 +265,7 @@ fn variables(document: &Value) -> Vec<String> {
                     let name = reference.split_once(":-").map_or(reference, |(n, _)| n);
                     let name = name.strip_prefix("env:").unwrap_or(name);
                     if !name.is_empty() && !name.contains(':') && !out.iter().any(|o| o == name) {
-                        out.push(name.to_owned());
+                        out.push(literal(name));
                     }
                     rest = &after[end + 1..];
                 }

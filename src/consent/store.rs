@@ -59,6 +59,8 @@ pub enum StoreError {
     Write { path: PathBuf, source: std::io::Error },
     #[error("cannot read {}: {source}", place.display())]
     Read { place: PathBuf, source: std::io::Error },
+    #[error("{} changed while it was shown, so what was shown is not what would be approved: run the command again", place.display())]
+    ChangedWhileShown { place: PathBuf },
 }
 
 impl Approvals {
@@ -97,11 +99,25 @@ impl Approvals {
     /// # Errors
     /// The place cannot be read, or the store cannot be written.
     pub fn record(&mut self, place: &Place, decision: Decision) -> Result<Entry, StoreError> {
+        self.record_seen(place, decision, None)
+    }
+
+    /// [`Approvals::record`], only if `place` still hashes to `seen` (the content the person
+    /// was shown), so a file swapped while its plan was on screen is not approved unseen.
+    ///
+    /// # Errors
+    /// As [`Approvals::record`], and `ChangedWhileShown`.
+    pub fn record_seen(&mut self, place: &Place, decision: Decision, seen: Option<&str>) -> Result<Entry, StoreError> {
         let path = self.path.clone().ok_or(StoreError::NoStateFolder)?;
         let sha256 = place.hash().map_err(|source| StoreError::Read {
             place: place.file.clone(),
             source,
         })?;
+        if seen.is_some_and(|seen| seen != sha256) {
+            return Err(StoreError::ChangedWhileShown {
+                place: place.file.clone(),
+            });
+        }
         let entry = Entry {
             file: super::real_path(&place.file),
             section: place.section.clone(),

@@ -265,7 +265,7 @@ fn consent_for(kind: SourceKind, place: &Place, env: &Environment, into: &mut Im
         Verdict::Approved(hash) => Some(hash.clone()),
         Verdict::Skipped(_) => None,
     };
-    let record = (kind == SourceKind::ClaudeCode)
+    let record = (kind == SourceKind::ClaudeCode && consent::record_applies(&place.file, env))
         .then(|| consent::claude::Record::read(env))
         .flatten();
     if let Verdict::Skipped(why) = verdict {
