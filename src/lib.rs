@@ -19,6 +19,8 @@
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! gateway  ── the stdio MCP server exposing the five meta-tools
+//! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
+//!             backed up) and restored; what the move saves in tokens
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
 //! watch    ── live reload: the config's files watched while serving, a change reloads
 //! node     ── napi bindings (thin: convert types, call the engine)
@@ -41,6 +43,7 @@ pub(crate) mod registry;
 pub mod rules;
 pub mod search;
 pub(crate) mod secrets;
+pub(crate) mod setup;
 pub mod shutdown;
 pub mod trust;
 pub(crate) mod upstream;

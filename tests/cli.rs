@@ -755,6 +755,15 @@ fn bash_completions_load_in_bash() {
         let out = run(&["completions", shell]);
         assert_eq!(out.code, 0);
         assert!(out.stdout.contains("anygpt-discovery"), "{shell}");
+        // `setup`/`restore` are completed (zsh: with the clients they take).
+        let words: &[&str] = if shell == "zsh" {
+            &["setup", "restore", "claude-desktop", "windsurf"]
+        } else {
+            &["setup", "restore"]
+        };
+        for word in words {
+            assert!(out.stdout.contains(word), "{shell}: {word}");
+        }
     }
 }
 
@@ -1049,6 +1058,8 @@ fn help_and_version_as_json() {
         "trust",
         "completions",
         "auth",
+        "setup",
+        "restore",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }

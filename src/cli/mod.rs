@@ -29,6 +29,7 @@ mod output;
 mod progress;
 mod reload;
 mod search;
+mod setup;
 mod tools;
 mod trust;
 
@@ -47,6 +48,7 @@ Examples:
   anygpt-discovery execute everything echo --args '{\"message\":\"hi\"}'
   echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
   anygpt-discovery config show           the config in use, secrets masked
+  anygpt-discovery setup claude-desktop  move a client's servers behind the gateway
   source <(anygpt-discovery completions bash)
 
 Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
@@ -113,6 +115,11 @@ enum Command {
     Completions(completions::CompletionsArgs),
     /// Sign in to servers that need it: `auth login|status|logout [server]`.
     Auth(auth::AuthArgs),
+    /// Move an MCP client's servers behind the gateway: its file then starts only the gateway
+    /// (plan shown first; `--dry-run` for the diff, `--yes` for scripts).
+    Setup(setup::SetupArgs),
+    /// Put a client's file back as it was before `setup` (refused if it changed since, unless `--force`).
+    Restore(setup::RestoreArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -221,6 +228,8 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Serve => serve(options, shutdown).await,
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Config(action) => config_cmd::run(action, &options, &ui),
+        Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
+        Command::Restore(args) => setup::run_restore(&args, &ui),
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),
@@ -344,7 +353,12 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Inspect(args) => inspect::run(&args, &ctx).await,
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
-            Command::Serve | Command::Config(_) | Command::Completions(_) | Command::Auth(_) => {
+            Command::Serve
+            | Command::Config(_)
+            | Command::Completions(_)
+            | Command::Auth(_)
+            | Command::Setup(_)
+            | Command::Restore(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }

@@ -9,7 +9,7 @@
 //! Which file is read is decided by [`locate`]; other clients' files are imported by
 //! [`sources`] (the `sources` list, a client's file passed as the config, or zero-config).
 
-mod document;
+pub(crate) mod document;
 pub mod expand;
 mod humanize;
 mod load;

@@ -10,7 +10,7 @@ mod claude_desktop;
 mod cursor;
 mod custom;
 mod docker_mcp;
-pub(super) mod entry;
+pub(crate) mod entry;
 mod vscode;
 mod windsurf;
 mod zed;
@@ -63,12 +63,12 @@ impl SourceKind {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
     /// Where this client keeps its file(s) on this machine, in the order they are read.
-    fn default_paths(self, env: &Environment) -> Vec<PathBuf> {
+    pub(crate) fn default_paths(self, env: &Environment) -> Vec<PathBuf> {
         match self {
             Self::ClaudeDesktop => claude_desktop::default_paths(env),
             Self::ClaudeCode => claude_code::default_paths(env),
@@ -262,6 +262,17 @@ pub fn import_file(kind: SourceKind, path: &Path, named: bool, env: &Environment
             format!(" ({})", imported_names.join(", "))
         }
     ));
+}
+
+/// One entry as [`entry::to_spec`] reads it: Zed's older `{ command: { path, args, env } }`
+/// flattened, every other client's as written.
+#[must_use]
+pub(crate) fn normalized_entry(kind: SourceKind, value: Value) -> Value {
+    if kind == SourceKind::Zed {
+        zed::flatten_command(value)
+    } else {
+        value
+    }
 }
 
 /// `mcpServers` at the top: Claude Desktop, Cursor, Windsurf, Docker MCP and `.mcp.json`.
