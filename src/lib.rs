@@ -18,6 +18,7 @@
 //! audit    ── the JSON Lines log of every execute
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
+//! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
 //! gateway  ── the stdio MCP server exposing the five meta-tools
 //! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
 //!             backed up) and restored; what the move saves in tokens
@@ -42,6 +43,7 @@ pub mod paths;
 pub(crate) mod registry;
 pub mod rules;
 pub mod search;
+pub(crate) mod secret_store;
 pub(crate) mod secrets;
 pub(crate) mod setup;
 pub mod shutdown;

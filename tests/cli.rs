@@ -1060,6 +1060,7 @@ fn help_and_version_as_json() {
         "auth",
         "setup",
         "restore",
+        "secret",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }

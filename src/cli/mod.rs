@@ -29,6 +29,7 @@ mod output;
 mod progress;
 mod reload;
 mod search;
+mod secret;
 mod setup;
 mod tools;
 mod trust;
@@ -49,6 +50,7 @@ Examples:
   echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
   anygpt-discovery config show           the config in use, secrets masked
   anygpt-discovery setup claude-desktop  move a client's servers behind the gateway
+  anygpt-discovery secret set GITHUB_TOKEN   then write ${secret:GITHUB_TOKEN}
   source <(anygpt-discovery completions bash)
 
 Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
@@ -120,6 +122,8 @@ enum Command {
     Setup(setup::SetupArgs),
     /// Put a client's file back as it was before `setup` (refused if it changed since, unless `--force`).
     Restore(setup::RestoreArgs),
+    /// Keep values out of config files: `secret set|list|delete NAME`, used as `${secret:NAME}`.
+    Secret(secret::SecretArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -230,6 +234,7 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Config(action) => config_cmd::run(action, &options, &ui),
         Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
         Command::Restore(args) => setup::run_restore(&args, &ui),
+        Command::Secret(args) => secret::run(&args, &ui),
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),
@@ -358,7 +363,8 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             | Command::Completions(_)
             | Command::Auth(_)
             | Command::Setup(_)
-            | Command::Restore(_) => {
+            | Command::Restore(_)
+            | Command::Secret(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }
