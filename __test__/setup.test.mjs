@@ -227,6 +227,52 @@ describe('setup refuses and reports', () => {
   });
 });
 
+describe('setup moves plain-text keys into the keychain', () => {
+  const KEY = 'sk-live-4f1e9a0c3b7d52e8aa61';
+
+  test('an env key becomes ${secret:NAME}: stored (file store in tests), absent from the config, and the server still gets it', async () => {
+    const m = machine();
+    const file = join(m.home, '.cursor/mcp.json');
+    mkdirSync(dirname(file), { recursive: true });
+    const everything = { command: process.execPath, args: [serverPaths.everything, 'stdio'], env: { API_KEY: KEY, MODE: 'demo' } };
+    writeFileSync(file, JSON.stringify({ mcpServers: { everything } }, null, 2));
+    const done = run(m, ['setup', 'cursor', '--yes', '--json']);
+    assert.equal(done.status, 0, done.stderr);
+    const report = JSON.parse(done.stdout);
+    assert.deepEqual(report.keys, [{ server: 'everything', field: 'env.API_KEY', secret: 'EVERYTHING_API_KEY' }]);
+    assert.equal(report.savings.estimated, false, 'measured with the key, before it was stored');
+    assert.ok(!done.stdout.includes(KEY) && !done.stderr.includes(KEY));
+    const config = readFileSync(join(m.home, '.anygpt/mcp-discovery.config.json'), 'utf8');
+    assert.ok(!config.includes(KEY), config);
+    const env = JSON.parse(config).discovery.servers[0].connection.env;
+    assert.deepEqual(env, { API_KEY: '${secret:EVERYTHING_API_KEY}', MODE: 'demo' });
+    const listed = JSON.parse(run(m, ['secret', 'list', '--json']).stdout);
+    assert.deepEqual(listed.secrets.map((s) => s.name), ['EVERYTHING_API_KEY']);
+    const entry = JSON.parse(readFileSync(file, 'utf8')).mcpServers['anygpt-discovery'];
+    const gateway = await connect(process.execPath, [bin, ...entry.args.slice(2)], { ...m.env });
+    try {
+      const printed = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'get-env', arguments: {} } });
+      assert.match(printed.content[0].text, /"API_KEY": "\*\*\*"/);
+      assert.ok(!printed.content[0].text.includes(KEY));
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
+  test('--keep-keys leaves them as they were', () => {
+    const m = machine();
+    const file = join(m.home, '.cursor/mcp.json');
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify({ mcpServers: { memory: { ...referenceEntries(m).memory, env: { API_KEY: KEY } } } }));
+    const done = run(m, ['setup', 'cursor', '--yes', '--keep-keys', '--json']);
+    assert.equal(done.status, 0, done.stderr);
+    assert.deepEqual(JSON.parse(done.stdout).keys, []);
+    const config = JSON.parse(readFileSync(join(m.home, '.anygpt/mcp-discovery.config.json'), 'utf8'));
+    assert.equal(config.discovery.servers[0].connection.env.API_KEY, KEY);
+    assert.deepEqual(JSON.parse(run(m, ['secret', 'list', '--json']).stdout).secrets, []);
+  });
+});
+
 describe('the savings line', () => {
   test("matches js-tiktoken o200k of the moved servers' real tools/list (2 % of the fields the gateway reads)", async () => {
     const m = machine();

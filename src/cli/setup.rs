@@ -42,6 +42,8 @@ impl Client {
     }
 }
 
+// Each bool is a flag of its own on the command line.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug, Args)]
 pub struct SetupArgs {
     /// The client whose servers move behind the gateway.
@@ -56,6 +58,10 @@ pub struct SetupArgs {
     /// Print the plan and the diff; write nothing.
     #[arg(long, conflicts_with = "yes")]
     dry_run: bool,
+    /// Leave plain-text keys found in `env` and `headers` as they are, instead of moving them
+    /// into the OS keychain (`secret list`) and writing `${secret:NAME}` references.
+    #[arg(long)]
+    keep_keys: bool,
 }
 
 #[derive(Debug, Args)]
@@ -98,7 +104,7 @@ struct SetupReport<'a> {
 pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 {
     let env = Environment::current();
     let plan = match setup::target(args.client.kind(), scope(args.project), &env)
-        .and_then(|target| setup::plan(target, config, &env))
+        .and_then(|target| setup::plan(target, config, !args.keep_keys, &env))
     {
         Ok(plan) => plan,
         Err(e) => return ui.error_hinted(&e, None),
@@ -109,7 +115,7 @@ pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 
         if ui.interactive && !ui.json {
             output::eprint("measuring the moved servers' tool definitions…\n", ui.err);
         }
-        let servers: Vec<_> = plan.moved.iter().map(|m| m.server.clone()).collect();
+        let servers: Vec<_> = plan.moved.iter().map(|m| m.launch.clone()).collect();
         // A project's servers are not started before they are approved: snapshots only.
         Some(savings::measure(&servers, plan.target.scope == Scope::User).await)
     };
@@ -200,6 +206,13 @@ fn describe(plan: &Plan, measured: Option<&savings::Savings>) -> String {
     }
     if plan.is_noop() {
         return out;
+    }
+    for key in &plan.keys {
+        let _ = writeln!(
+            out,
+            "  key moved into the keychain: {} {} → ${{secret:{}}} (--keep-keys leaves it)",
+            key.server, key.field, key.secret
+        );
     }
     if !plan.gateway_present {
         let _ = writeln!(

@@ -137,8 +137,8 @@ fn vscode_settings_key(settings: &Path) -> Vec<String> {
     }
 }
 
-/// An entry that moves behind the gateway.
-#[derive(Debug, Clone, Serialize)]
+/// An entry that moves behind the gateway. (No `Debug`: `launch` may hold plain keys.)
+#[derive(Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Moved {
     /// Its name in the client's file.
@@ -147,6 +147,22 @@ pub struct Moved {
     pub server: ServerSpec,
     /// The gateway's config already has this very server: nothing is added for it.
     pub already_in_config: bool,
+    /// As the client launches it, keys in plain text: what the savings line measures before
+    /// the keys are stored.
+    #[serde(skip)]
+    pub launch: ServerSpec,
+}
+
+/// A plain-text key moved into the secret store.
+#[derive(Debug, Serialize)]
+pub struct MovedKey {
+    pub server: String,
+    /// Where it was: `env.NAME` or `headers.NAME`.
+    pub field: String,
+    /// The secret's name, as `${secret:NAME}` now stands in the config.
+    pub secret: String,
+    #[serde(skip)]
+    value: secrecy::SecretString,
 }
 
 /// An entry that stays in the client, and why.
@@ -171,12 +187,14 @@ pub enum ConfigAction {
 }
 
 /// Everything `setup` will do, computed before anything is written.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub target: Target,
     pub moved: Vec<Moved>,
     pub kept: Vec<Kept>,
+    /// Plain-text keys moved into the secret store (`secret list`).
+    pub keys: Vec<MovedKey>,
     /// The client already has the gateway's entry.
     pub gateway_present: bool,
     /// The entry that replaces the moved ones.
@@ -286,11 +304,14 @@ pub fn user_config(flag: Option<&Path>, env: &Environment) -> Result<PathBuf> {
 /// Read the client's file and decide what moves. Writes nothing.
 ///
 /// `config_flag`: the gateway config named by `--config` (also written into the entry).
+/// `move_keys`: plain-text keys in the moved entries' `env` and `headers` go to the secret
+/// store, the gateway's config gets `${secret:NAME}` references (not for a snippet, which
+/// writes nothing).
 ///
 /// # Errors
 /// `CONFIGURATION_ERROR` for a client file (or gateway config) that is missing, unreadable
 /// or malformed — naming the file, line and fix — or whose servers are not an object.
-pub fn plan(target: Target, config_flag: Option<&Path>, env: &Environment) -> Result<Plan> {
+pub fn plan(target: Target, config_flag: Option<&Path>, move_keys: bool, env: &Environment) -> Result<Plan> {
     let origin = target.file.display().to_string();
     let client_before = read_text(
         &target.file,
@@ -313,7 +334,17 @@ pub fn plan(target: Target, config_flag: Option<&Path>, env: &Environment) -> Re
     };
     let config_file = user_config(config_flag, env)?;
     let existing = existing_servers(&config_file)?;
-    let (moved, kept, gateway_present) = sort_entries(&target, servers, &existing, env);
+    let (mut moved, kept, gateway_present) = sort_entries(&target, servers, &existing, env);
+    let snippet_only = is_js_config(&config_file) || is_yaml(&config_file);
+    let keys = if move_keys && !snippet_only {
+        moved
+            .iter_mut()
+            .filter(|m| !m.already_in_config)
+            .flat_map(|m| take_keys(&mut m.server))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let explicit = config_flag.map(|_| config_file.as_path());
     let gateway_entry = gateway_entry(target.client, explicit);
     let names: Vec<String> = moved.iter().map(|m| m.name.clone()).collect();
@@ -340,6 +371,7 @@ pub fn plan(target: Target, config_flag: Option<&Path>, env: &Environment) -> Re
     Ok(Plan {
         mode: file_mode(&target.file),
         target,
+        keys,
         moved,
         kept,
         gateway_present,
@@ -396,6 +428,7 @@ fn sort_entries(
                     moved.push(Moved {
                         already_in_config: same_name.is_some(),
                         name,
+                        launch: server.clone(),
                         server,
                     });
                 }
@@ -412,8 +445,7 @@ fn config_change(file: &Path, new_servers: &[Value]) -> Result<ConfigChange> {
     if new_servers.is_empty() {
         return Ok((ConfigAction::Unchanged, None, None, None));
     }
-    let yaml = matches!(file.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
-    if is_js_config(file) || yaml {
+    if is_js_config(file) || is_yaml(file) {
         let snippet = serde_json::to_string_pretty(new_servers).unwrap_or_default();
         return Ok((ConfigAction::Snippet, None, None, Some(snippet)));
     }
@@ -427,6 +459,54 @@ fn config_change(file: &Path, new_servers: &[Value]) -> Result<ConfigChange> {
     };
     edit::append_servers(&document, new_servers, &origin)?;
     Ok((action, before, Some(document.text()), None))
+}
+
+fn is_yaml(file: &Path) -> bool {
+    matches!(file.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+}
+
+/// Move `server`'s plain-text keys (`env` and `headers` values that are credentials by name or
+/// shape, and not already references) out of it: each is replaced by `${secret:NAME}`.
+fn take_keys(server: &mut ServerSpec) -> Vec<MovedKey> {
+    let mut keys = Vec::new();
+    let prefix = secret_name_part(&server.name);
+    let connection = &mut server.connection;
+    for (field, map) in [("env", &mut connection.env), ("headers", &mut connection.headers)] {
+        for (key, value) in map.iter_mut() {
+            if value.contains("${") || crate::secrets::setting_secrets(key, value).is_empty() {
+                continue;
+            }
+            let mut name = format!("{prefix}_{}", secret_name_part(key));
+            name.truncate(64);
+            let plain = std::mem::replace(value, format!("${{secret:{name}}}"));
+            keys.push(MovedKey {
+                server: server.name.clone(),
+                field: format!("{field}.{key}"),
+                secret: name,
+                value: secrecy::SecretString::from(plain),
+            });
+        }
+    }
+    keys
+}
+
+/// A name as part of a secret's name: upper case, other characters `_`, starting with a letter.
+fn secret_name_part(text: &str) -> String {
+    let part: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if part.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        part
+    } else {
+        format!("_{part}")
+    }
 }
 
 /// The servers the gateway's config already names: `(name, connection)`.
@@ -500,6 +580,11 @@ pub fn apply(plan: &Plan) -> Result<()> {
             saved_at_ms: backup::now_ms(),
         },
     )?;
+    // Before the config that refers to them.
+    for key in &plan.keys {
+        use secrecy::ExposeSecret;
+        crate::secret_store::set(&key.secret, key.value.expose_secret())?;
+    }
     if let Some(text) = &plan.config_after {
         let mode = file_mode(&plan.config_file);
         let written = if mode.is_some() {
