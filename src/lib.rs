@@ -20,6 +20,7 @@
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
 //! gateway  ── the stdio MCP server exposing the five meta-tools
+//! mcp_registry ── the MCP Registry API (`add`, `registry search`): server.json → ServerSpec
 //! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
 //!             backed up) and restored; what the move saves in tokens
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
@@ -39,6 +40,7 @@ pub mod error;
 pub mod gateway;
 pub(crate) mod hash;
 pub(crate) mod lenient_json;
+pub(crate) mod mcp_registry;
 pub mod paths;
 pub(crate) mod registry;
 pub mod rules;

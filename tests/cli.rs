@@ -1061,6 +1061,9 @@ fn help_and_version_as_json() {
         "setup",
         "restore",
         "secret",
+        "add",
+        "remove",
+        "registry",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }

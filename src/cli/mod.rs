@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
+mod add;
 mod auth;
 mod completions;
 mod config_cmd;
@@ -51,6 +52,7 @@ Examples:
   anygpt-discovery config show           the config in use, secrets masked
   anygpt-discovery setup claude-desktop  move a client's servers behind the gateway
   anygpt-discovery secret set GITHUB_TOKEN   then write ${secret:GITHUB_TOKEN}
+  anygpt-discovery registry search github    then: anygpt-discovery add <name>
   source <(anygpt-discovery completions bash)
 
 Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
@@ -124,6 +126,13 @@ enum Command {
     Restore(setup::RestoreArgs),
     /// Keep values out of config files: `secret set|list|delete NAME`, used as `${secret:NAME}`.
     Secret(secret::SecretArgs),
+    /// Add a server to the gateway's user config: from the MCP Registry, `npm:<pkg>`,
+    /// `pypi:<pkg>` or an `https://` URL (exit 2 when the registry has no such server).
+    Add(add::AddArgs),
+    /// Remove a server from the gateway's user config (exit 2 when there is none of that name).
+    Remove(add::RemoveArgs),
+    /// Find servers in the MCP Registry: `registry search <query>`.
+    Registry(add::RegistryArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -235,6 +244,9 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
         Command::Restore(args) => setup::run_restore(&args, &ui),
         Command::Secret(args) => secret::run(&args, &ui),
+        Command::Add(args) => add::run_add(&args, options.config.as_deref(), &ui).await,
+        Command::Remove(args) => add::run_remove(&args, options.config.as_deref(), &ui),
+        Command::Registry(args) => add::run_registry(&args, &ui).await,
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),
@@ -364,7 +376,10 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             | Command::Auth(_)
             | Command::Setup(_)
             | Command::Restore(_)
-            | Command::Secret(_) => {
+            | Command::Secret(_)
+            | Command::Add(_)
+            | Command::Remove(_)
+            | Command::Registry(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }

@@ -586,13 +586,7 @@ pub fn apply(plan: &Plan) -> Result<()> {
         crate::secret_store::set(&key.secret, key.value.expose_secret())?;
     }
     if let Some(text) = &plan.config_after {
-        let mode = file_mode(&plan.config_file);
-        let written = if mode.is_some() {
-            crate::paths::write_atomic_keeping_mode(&plan.config_file, text.as_bytes(), mode)
-        } else {
-            crate::paths::write_atomic(&plan.config_file, text.as_bytes(), crate::paths::Durability::Durable)
-        };
-        written.map_err(|e| cannot_write(&plan.config_file, &e))?;
+        write_config(&plan.config_file, text)?;
     }
     crate::paths::write_atomic_keeping_mode(&plan.target.file, plan.client_after.as_bytes(), plan.mode)
         .map_err(|e| cannot_write(&plan.target.file, &e))
@@ -657,4 +651,102 @@ pub fn restore(target: Target, force: bool) -> Result<Restored> {
         target,
         replaced_kept_at,
     })
+}
+
+/// What [`add_server`] did.
+pub enum Added {
+    /// The config file was written (created if it did not exist).
+    Written { created: bool },
+    /// The config is TS/JS or YAML: this JSON goes into its `discovery.servers`; nothing written.
+    Snippet(String),
+}
+
+/// Add `server` to the gateway's config `file` the way `setup` does: a JSON(C) file edited in
+/// place (created owner-only when absent), a TS/JS or YAML one left alone with a snippet.
+///
+/// # Errors
+/// `VALIDATION_ERROR` when the config already has a server of that name; `CONFIGURATION_ERROR`
+/// for a config that is malformed or cannot be written.
+pub fn add_server(file: &Path, server: &ServerSpec) -> Result<Added> {
+    if existing_servers(file)?.iter().any(|(name, _)| *name == server.name) {
+        return Err(Error::validation(format!(
+            "{} already has a server named `{}`: pick another name with --name, or `anygpt-discovery remove {}` first",
+            file.display(),
+            server.name,
+            server.name
+        )));
+    }
+    let value = serde_json::to_value(server).unwrap_or_default();
+    match config_change(file, std::slice::from_ref(&value))? {
+        (ConfigAction::Snippet, _, _, snippet) => Ok(Added::Snippet(snippet.unwrap_or_default())),
+        (action, _, Some(text), _) => {
+            write_config(file, &text)?;
+            Ok(Added::Written {
+                created: action == ConfigAction::Create,
+            })
+        }
+        _ => Ok(Added::Written { created: false }),
+    }
+}
+
+/// Remove the server `name` from the gateway's config `file` (its element of
+/// `discovery.servers`, comma and all); whether there was one.
+///
+/// # Errors
+/// `CONFIGURATION_ERROR` for a TS/JS or YAML config (edit it by hand), or one that is missing,
+/// malformed or cannot be written.
+pub fn remove_server(file: &Path, name: &str) -> Result<bool> {
+    let origin = file.display().to_string();
+    if is_js_config(file) || is_yaml(file) {
+        return Err(Error::config(
+            &origin,
+            "discovery.servers",
+            format!("TS/JS and YAML configs are not edited by the CLI: delete the server `{name}` there by hand"),
+        ));
+    }
+    if !file.exists() {
+        return Ok(false);
+    }
+    let text = read_text(file, "cannot be read")?;
+    let document = Document::parse(&text, &origin)?;
+    let Some(servers) = document
+        .root
+        .object_value()
+        .and_then(|o| o.object_value("discovery"))
+        .and_then(|d| d.array_value("servers"))
+    else {
+        return Ok(false);
+    };
+    let found = servers.elements().into_iter().find(|element| {
+        element
+            .as_object()
+            .and_then(|o| o.get("name"))
+            .and_then(|p| p.value())
+            .and_then(|v| v.as_string_lit())
+            .and_then(|s| s.decoded_value().ok())
+            .is_some_and(|n| n == name)
+    });
+    let Some(element) = found else {
+        return Ok(false);
+    };
+    element.remove();
+    write_config(file, &document.text())?;
+    Ok(true)
+}
+
+/// Write the gateway's config: atomically, keeping an existing file's mode (owner-only when new).
+fn write_config(file: &Path, text: &str) -> Result<()> {
+    let written = match file_mode(file) {
+        Some(mode) => crate::paths::write_atomic_keeping_mode(file, text.as_bytes(), Some(mode)),
+        None => crate::paths::write_atomic(file, text.as_bytes(), crate::paths::Durability::Durable),
+    };
+    written.map_err(|e| cannot_write(file, &e))
+}
+
+/// Whether the gateway's config `file` already has a server named `name`.
+///
+/// # Errors
+/// A config that cannot be read or is malformed.
+pub fn has_server(file: &Path, name: &str) -> Result<bool> {
+    Ok(existing_servers(file)?.iter().any(|(n, _)| n == name))
 }

@@ -46,7 +46,7 @@ pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarde
 pub use error::UpstreamError;
 pub(crate) use oauth::keychain::Keychain;
 pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
-pub(crate) use remote::sign_in_now;
+pub(crate) use remote::{install_crypto_provider, sign_in_now};
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.
