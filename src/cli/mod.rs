@@ -50,7 +50,7 @@ Examples:
   anygpt-discovery execute everything echo --args '{\"message\":\"hi\"}'
   echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
   anygpt-discovery config show           the config in use, secrets masked
-  anygpt-discovery setup claude-desktop  move a client's servers behind the gateway
+  anygpt-discovery setup claude-desktop  its servers behind the gateway
   anygpt-discovery secret set GITHUB_TOKEN   then write ${secret:GITHUB_TOKEN}
   anygpt-discovery registry search github    then: anygpt-discovery add <name>
   source <(anygpt-discovery completions bash)
