@@ -15,7 +15,7 @@ import { createServer } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bin, connect, isolatedEnv, root, serverPaths } from './helpers.mjs';
+import { bin, connect, isolatedEnv, root, serverPaths, writeConfig } from './helpers.mjs';
 
 const everythingVersion = JSON.parse(readFileSync(join(root, 'node_modules/@modelcontextprotocol/server-everything/package.json'), 'utf8')).version;
 const BRAVE_KEY = 'BSA-test-1f6c0e4d9a2b7e35';
@@ -168,6 +168,11 @@ describe('add, remove and registry search against a local registry', () => {
     ]);
     const none = await run(env, ['registry', 'search', 'zzz-nothing', '--registry', registry.url]);
     assert.equal(none.status, 2);
+    // The config's `discovery.registry` names it too.
+    const config = writeConfig({ discovery: { servers: [], registry: registry.url } });
+    const configured = await run(env, ['registry', 'search', 'weather', '--config', config, '--json']);
+    assert.equal(configured.status, 0, configured.stderr);
+    assert.deepEqual(JSON.parse(configured.stdout).servers.map((s) => s.name), ['io.github.example/weather-mcp']);
   });
 
   test('an npm server, a PyPI server and a remote with a header secret end up in the config, secrets as references only, and run', async () => {

@@ -3,7 +3,7 @@
 //!
 //! Only the CLI's `add` and `registry search` use it, at the user's request: the gateway
 //! itself never contacts a registry. The base URL is `--registry`, else
-//! `ANYGPT_DISCOVERY_REGISTRY`, else the official registry. What a registry answers is
+//! `ANYGPT_DISCOVERY_REGISTRY`, else the config's `discovery.registry`, else the official one. What a registry answers is
 //! untrusted text: bounded, checked for shape, and shown through the CLI's terminal-safe output.
 
 use std::collections::BTreeMap;
@@ -119,11 +119,13 @@ struct ServerList {
     servers: Vec<Listed>,
 }
 
-/// The registry's base URL: `flag`, else the environment, else the official registry.
+/// The registry's base URL: `flag`, else the environment, else `configured` (the config's
+/// `discovery.registry`), else the official registry.
 #[must_use]
-pub fn base_url(flag: Option<&str>) -> String {
+pub fn base_url(flag: Option<&str>, configured: Option<String>) -> String {
     flag.map(str::to_owned)
         .or_else(|| std::env::var(REGISTRY_ENV).ok().filter(|v| !v.trim().is_empty()))
+        .or(configured)
         .unwrap_or_else(|| DEFAULT_REGISTRY.to_owned())
         .trim_end_matches('/')
         .to_owned()

@@ -34,7 +34,8 @@ pub struct AddArgs {
     /// Repeatable. Secret ones are stored in the keychain, never in the config.
     #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_pair)]
     env: Vec<(String, String)>,
-    /// The registry's base URL (default: `$ANYGPT_DISCOVERY_REGISTRY`, else the official one).
+    /// The registry's base URL (default: `$ANYGPT_DISCOVERY_REGISTRY`, else the config's
+    /// `discovery.registry`, else the official one).
     #[arg(long, value_name = "URL")]
     registry: Option<String>,
 }
@@ -56,7 +57,8 @@ enum RegistryAction {
     /// Servers whose name contains the query: name, description, version, how each would run.
     Search {
         query: String,
-        /// The registry's base URL (default: `$ANYGPT_DISCOVERY_REGISTRY`, else the official one).
+        /// The registry's base URL (default: `$ANYGPT_DISCOVERY_REGISTRY`, else the config's
+    /// `discovery.registry`, else the official one).
         #[arg(long, value_name = "URL")]
         registry: Option<String>,
     },
@@ -93,7 +95,7 @@ pub async fn run_add(args: &AddArgs, config: Option<&Path>, ui: &Ui) -> i32 {
     let server = if let Some(server) = mcp_registry::direct(&args.reference) {
         server
     } else {
-        let base = mcp_registry::base_url(args.registry.as_deref());
+        let base = mcp_registry::base_url(args.registry.as_deref(), configured_registry(config));
         match mcp_registry::find(&base, &args.reference).await {
             Ok(server) => server,
             Err(e) => return ui.error(&e),
@@ -263,6 +265,23 @@ fn ask(input: &mcp_registry::Input, ui: &Ui) -> crate::Result<String> {
     Ok(value)
 }
 
+/// `discovery.registry` of the config in use (`--config`, else the search order), when it is a
+/// JSON or YAML file that says one; a config that cannot be read says nothing here.
+fn configured_registry(flag: Option<&Path>) -> Option<String> {
+    let env = Environment::current();
+    let file = crate::config::locate(flag, &env).file?;
+    if crate::config::locate::is_js_config(&file) {
+        return None;
+    }
+    let value = crate::config::document::read_document(&file).ok()?;
+    let section = if value.get("discovery").is_some() {
+        value.get("discovery")?
+    } else {
+        &value
+    };
+    section.get("registry")?.as_str().map(str::to_owned)
+}
+
 /// Run `remove`; returns the exit code.
 pub fn run_remove(args: &RemoveArgs, config: Option<&Path>, ui: &Ui) -> i32 {
     let env = Environment::current();
@@ -285,9 +304,9 @@ pub fn run_remove(args: &RemoveArgs, config: Option<&Path>, ui: &Ui) -> i32 {
 }
 
 /// Run `registry search`; returns the exit code (2 when nothing matches).
-pub async fn run_registry(args: &RegistryArgs, ui: &Ui) -> i32 {
+pub async fn run_registry(args: &RegistryArgs, config: Option<&Path>, ui: &Ui) -> i32 {
     let RegistryAction::Search { query, registry } = &args.action;
-    let base = mcp_registry::base_url(registry.as_deref());
+    let base = mcp_registry::base_url(registry.as_deref(), configured_registry(config));
     match mcp_registry::search(&base, query).await {
         Ok(found) => {
             let matches: Vec<Match> = found.iter().map(Match::from).collect();

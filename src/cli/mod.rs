@@ -246,7 +246,7 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Secret(args) => secret::run(&args, &ui),
         Command::Add(args) => add::run_add(&args, options.config.as_deref(), &ui).await,
         Command::Remove(args) => add::run_remove(&args, options.config.as_deref(), &ui),
-        Command::Registry(args) => add::run_registry(&args, &ui).await,
+        Command::Registry(args) => add::run_registry(&args, options.config.as_deref(), &ui).await,
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),

@@ -78,6 +78,10 @@ pub struct DiscoverySection {
     /// Search: the optional semantic tier.
     #[serde(default)]
     pub search: SearchSpec,
+    /// Base URL of the MCP Registry that `anygpt-discovery add` and `registry search` ask
+    /// (default: the official one). The gateway itself never contacts a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 impl Default for DiscoverySection {
@@ -93,6 +97,7 @@ impl Default for DiscoverySection {
             audit: AuditSpec::default(),
             security: SecuritySpec::default(),
             search: SearchSpec::default(),
+            registry: None,
         }
     }
 }
