@@ -58,7 +58,7 @@ enum RegistryAction {
     Search {
         query: String,
         /// The registry's base URL (default: `$ANYGPT_DISCOVERY_REGISTRY`, else the config's
-    /// `discovery.registry`, else the official one).
+        /// `discovery.registry`, else the official one).
         #[arg(long, value_name = "URL")]
         registry: Option<String>,
     },
