@@ -89,7 +89,7 @@ pub fn target(client: SourceKind, scope: Scope, env: &Environment) -> Result<Tar
                 client.name()
             )))
         }
-        (Scope::Project, true) => (paths[0].clone(), servers_key(client, false)),
+        (Scope::Project, true) => (paths[0].clone(), servers_key(client)),
         (Scope::User, _) => {
             let user: Vec<PathBuf> = if has_project { paths[1..].to_vec() } else { paths };
             let Some(first) = user.first().cloned() else {
@@ -103,7 +103,7 @@ pub fn target(client: SourceKind, scope: Scope, env: &Environment) -> Result<Tar
                 .filter(|settings| client == SourceKind::Vscode && !first.exists() && settings.exists())
             {
                 Some(settings) => (settings.clone(), vscode_settings_key(settings)),
-                None => (first, servers_key(client, false)),
+                None => (first, servers_key(client)),
             }
         }
     };
@@ -115,7 +115,7 @@ pub fn target(client: SourceKind, scope: Scope, env: &Environment) -> Result<Tar
     })
 }
 
-fn servers_key(client: SourceKind, _settings: bool) -> Vec<String> {
+fn servers_key(client: SourceKind) -> Vec<String> {
     let key = match client {
         SourceKind::Vscode => "servers",
         SourceKind::Zed => "context_servers",
@@ -407,8 +407,7 @@ fn sort_entries(
             Ok(server) => {
                 let connection = serde_json::to_value(&server.connection).unwrap_or_default();
                 let same_name = existing.iter().find(|(n, _)| *n == server.name);
-                if let Some((_, theirs)) = same_name.filter(|(_, c)| *c != connection) {
-                    let _ = theirs;
+                if same_name.is_some_and(|(_, theirs)| *theirs != connection) {
                     kept.push(Kept {
                         reason: format!(
                             "the gateway's config has a different server named `{}`: rename one, then run setup again",
@@ -524,7 +523,14 @@ fn existing_servers(file: &Path) -> Result<Vec<(String, Value)>> {
         .into_iter()
         .filter_map(|s| {
             let name = s.get("name")?.as_str()?.to_owned();
-            Some((name, s.get("connection").cloned().unwrap_or(Value::Null)))
+            // As the gateway reads it (defaults filled in), to compare with a client's entry.
+            let connection = s
+                .get("connection")
+                .cloned()
+                .and_then(|c| serde_json::from_value::<crate::config::ConnectionSpec>(c).ok())
+                .and_then(|c| serde_json::to_value(c).ok())
+                .unwrap_or(Value::Null);
+            Some((name, connection))
         })
         .collect())
 }
@@ -749,4 +755,69 @@ fn write_config(file: &Path, text: &str) -> Result<()> {
 /// A config that cannot be read or is malformed.
 pub fn has_server(file: &Path, name: &str) -> Result<bool> {
     Ok(existing_servers(file)?.iter().any(|(n, _)| n == name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn machine(dir: &Path) -> Environment {
+        Environment {
+            cwd: dir.join("project"),
+            home: Some(dir.join("home")),
+            config_dir: Some(dir.join("home/.config")),
+            config_env: None,
+        }
+    }
+
+    #[test]
+    fn a_server_the_config_has_already_moves_without_a_copy_and_a_different_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = machine(dir.path());
+        let gateway = dir.path().join("home/.anygpt/mcp-discovery.config.json");
+        std::fs::create_dir_all(gateway.parent().unwrap()).unwrap();
+        // Written by hand, without the `type` the gateway fills in.
+        std::fs::write(
+            &gateway,
+            r#"{ "discovery": { "servers": [
+                { "name": "same", "connection": { "command": "x", "args": ["1"] } },
+                { "name": "other", "connection": { "command": "y" } }
+            ] } }"#,
+        )
+        .unwrap();
+        let client = dir.path().join("home/.cursor/mcp.json");
+        std::fs::create_dir_all(client.parent().unwrap()).unwrap();
+        std::fs::write(
+            &client,
+            r#"{ "mcpServers": { "same": { "command": "x", "args": ["1"] }, "other": { "command": "z" } } }"#,
+        )
+        .unwrap();
+        let target = target(SourceKind::Cursor, Scope::User, &env).unwrap();
+        assert_eq!(target.file, client);
+        let plan = plan(target, None, true, &env).unwrap();
+        assert_eq!(plan.moved.len(), 1);
+        assert!(plan.moved[0].already_in_config);
+        assert_eq!(plan.kept[0].name, "other");
+        assert!(
+            plan.kept[0].reason.contains("different server named `other`"),
+            "{}",
+            plan.kept[0].reason
+        );
+        assert_eq!(plan.config_action, ConfigAction::Unchanged);
+        assert!(plan.client_after.contains("\"other\""));
+        assert!(!plan.client_after.contains("\"same\""));
+    }
+
+    #[test]
+    fn clients_without_a_project_file_refuse_project_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = machine(dir.path());
+        for client in [SourceKind::ClaudeDesktop, SourceKind::Windsurf] {
+            let error = target(client, Scope::Project, &env).unwrap_err().to_string();
+            assert!(error.contains("has no project file"), "{error}");
+        }
+        let zed = target(SourceKind::Zed, Scope::Project, &env).unwrap();
+        assert_eq!(zed.file, dir.path().join("project/.zed/settings.json"));
+        assert_eq!(zed.servers_at, ["context_servers"]);
+    }
 }
