@@ -264,8 +264,12 @@ describe('setup moves plain-text keys into the keychain', () => {
     const file = join(m.home, '.cursor/mcp.json');
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, JSON.stringify({ mcpServers: { memory: { ...referenceEntries(m).memory, env: { API_KEY: KEY } } } }));
+    const dry = run(m, ['setup', 'cursor', '--dry-run', '--keep-keys']);
+    assert.match(dry.stdout, /"API_KEY": "\*\*\*"/, 'the diff masks the key');
+    assert.ok(!dry.stdout.includes(KEY));
     const done = run(m, ['setup', 'cursor', '--yes', '--keep-keys', '--json']);
     assert.equal(done.status, 0, done.stderr);
+    assert.ok(!done.stdout.includes(KEY), 'the JSON report masks the key');
     assert.deepEqual(JSON.parse(done.stdout).keys, []);
     const config = JSON.parse(readFileSync(join(m.home, '.anygpt/mcp-discovery.config.json'), 'utf8'));
     assert.equal(config.discovery.servers[0].connection.env.API_KEY, KEY);

@@ -109,6 +109,13 @@ pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 
         Ok(plan) => plan,
         Err(e) => return ui.error_hinted(&e, None),
     };
+    // The moved servers' keys are secrets like any server's: masked in the plan, the diff and
+    // the JSON (the files themselves get the real values).
+    crate::secrets::register_all(
+        plan.moved
+            .iter()
+            .map(|m| (m.launch.name.as_str(), m.launch.secret_values())),
+    );
     let measured = if plan.is_noop() {
         None
     } else {
@@ -121,9 +128,9 @@ pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 
     };
     let applying = !plan.is_noop() && !args.dry_run && plan.config_action != ConfigAction::Snippet;
     if !ui.json {
-        output::print_human(&describe(&plan, measured.as_ref()), ui.out);
+        output::print_human(&scrub(&describe(&plan, measured.as_ref())), ui.out);
         if args.dry_run {
-            output::print_human(&plan.diff(), ui.out);
+            output::print_human(&scrub(&plan.diff()), ui.out);
         }
     }
     if applying && !args.yes && !confirm(ui) {
@@ -142,15 +149,19 @@ pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 
         files_written: if applying { plan.files_written() } else { Vec::new() },
         applied: applying,
         dry_run: args.dry_run,
-        diff: args.dry_run.then(|| plan.diff()),
+        diff: args.dry_run.then(|| scrub(&plan.diff())),
         backup: backup.clone(),
     };
     if ui.json {
-        output::print(&output::json::document(&report));
+        output::print(&scrub(&output::json::document(&report)));
     } else if applying {
         output::print_human(&done(&plan, backup.as_deref()), ui.out);
     }
     exit::OK
+}
+
+fn scrub(text: &str) -> String {
+    crate::engine::scrub_secrets(text).into_owned()
 }
 
 /// Ask on the terminal; `false` when there is none to ask on (then `--yes` is needed).
