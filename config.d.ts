@@ -61,6 +61,11 @@ export interface DiscoveryConfig {
   security?: SecuritySpec
   /** Search: the optional semantic tier. */
   search?: SearchSpec
+  /**
+   * Base URL of the MCP Registry that `anygpt-discovery add` and `registry search` ask
+   * (default: the official one). The gateway itself never contacts a registry.
+   */
+  registry?: string | null
 }
 
 /** `connection.oauth.grant`. */

@@ -18,7 +18,11 @@
 //! audit    ── the JSON Lines log of every execute
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
+//! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
 //! gateway  ── the stdio MCP server exposing the five meta-tools
+//! mcp_registry ── the MCP Registry API (`add`, `registry search`): server.json → ServerSpec
+//! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
+//!             backed up) and restored; what the move saves in tokens
 //! cli      ── clap commands over the engine (shared by the native bin and the npm bin)
 //! watch    ── live reload: the config's files watched while serving, a change reloads
 //! node     ── napi bindings (thin: convert types, call the engine)
@@ -37,13 +41,16 @@ pub mod error;
 pub mod gateway;
 pub(crate) mod hash;
 pub(crate) mod lenient_json;
+pub(crate) mod mcp_registry;
 pub mod paths;
 pub(crate) mod registry;
 pub mod rules;
 pub mod search;
+pub(crate) mod secret_store;
 // Public for `bench/scrub_fp.rs`, which measures its rules on real catalogs and configs.
 #[doc(hidden)]
 pub mod secrets;
+pub(crate) mod setup;
 pub mod shutdown;
 pub mod trust;
 pub(crate) mod upstream;

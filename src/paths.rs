@@ -101,6 +101,23 @@ pub fn make_private(file: &std::fs::File) -> std::io::Result<()> {
 /// readers see the old or the new content and never half of one. The file is owner-only on
 /// Unix (the temporary one is created so, and the rename keeps it).
 pub fn write_atomic(path: &std::path::Path, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
+    write_atomic_with(path, bytes, durability, None)
+}
+
+/// [`write_atomic`] for a file of the user's that we edit (a client's config): it keeps the
+/// permission bits `mode` (Unix; the file's own before the edit) instead of becoming
+/// owner-only, and a symlink is followed, so the link stays and its target changes.
+pub fn write_atomic_keeping_mode(path: &std::path::Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    let target = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    write_atomic_with(&target, bytes, Durability::Durable, mode)
+}
+
+fn write_atomic_with(
+    path: &std::path::Path,
+    bytes: &[u8],
+    durability: Durability,
+    mode: Option<u32>,
+) -> std::io::Result<()> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
     // Two writers in one process (two engines of the Node API) must not share a temporary file.
@@ -118,7 +135,14 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8], durability: Durability
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
     let mut file = options.open(&temp)?;
-    make_private(&file)?;
+    match mode {
+        #[cfg(unix)]
+        Some(mode) => {
+            use std::os::unix::fs::PermissionsExt;
+            file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))?;
+        }
+        _ => make_private(&file)?,
+    }
     file.write_all(bytes)?;
     if durability == Durability::Durable {
         file.sync_all()?;

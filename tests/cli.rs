@@ -776,6 +776,13 @@ fn help_has_examples_and_version_prints() {
         &["config", "show"],
         &["trust"],
         &["completions"],
+        &["setup"],
+        &["restore"],
+        &["secret"],
+        &["secret", "set"],
+        &["add"],
+        &["remove"],
+        &["registry", "search"],
     ] {
         let out = command(scratch.path())
             .args(command_line)
@@ -817,6 +824,15 @@ fn bash_completions_load_in_bash() {
         let out = run(&["completions", shell]);
         assert_eq!(out.code, 0);
         assert!(out.stdout.contains("anygpt-discovery"), "{shell}");
+        // `setup`/`restore` are completed (zsh: with the clients they take).
+        let words: &[&str] = if shell == "zsh" {
+            &["setup", "restore", "claude-desktop", "windsurf"]
+        } else {
+            &["setup", "restore"]
+        };
+        for word in words {
+            assert!(out.stdout.contains(word), "{shell}: {word}");
+        }
     }
 }
 
@@ -1111,6 +1127,12 @@ fn help_and_version_as_json() {
         "trust",
         "completions",
         "auth",
+        "setup",
+        "restore",
+        "secret",
+        "add",
+        "remove",
+        "registry",
     ] {
         assert!(names.contains(&name), "{name} in {names:?}");
     }
@@ -1190,4 +1212,57 @@ fn auth_speaks_json_and_reports_errors_with_a_code() {
     let stdio = run(&["--config", config, "auth", "login", "gh", "--json"]);
     assert_eq!(stdio.code, 2, "{}", stdio.stderr);
     assert_eq!(stdio.json()["error"]["code"], "CONFIGURATION_ERROR");
+}
+
+/// `setup` on a terminal shows the plan and asks; `n` writes nothing, `y` applies. Typed into a
+/// pseudo-terminal (`script`, util-linux), as a person would.
+#[cfg(target_os = "linux")]
+#[test]
+fn setup_asks_on_a_terminal_and_only_yes_applies() {
+    let scratch = tempfile::tempdir().unwrap();
+    let home = scratch.path().join("home");
+    let file = home.join(".cursor/mcp.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    // A server that cannot start: the plan's savings line labels it an estimate.
+    let text = "{\n  // mine\n  \"mcpServers\": { \"gone\": { \"command\": \"/nonexistent/server\" } }\n}\n";
+    std::fs::write(&file, text).unwrap();
+    let answer = |typed: &str| {
+        let line = format!("'{}' setup cursor", env!("CARGO_BIN_EXE_anygpt-discovery"));
+        let mut script = Command::new("script");
+        script
+            .current_dir(scratch.path())
+            .env("HOME", &home)
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("ANYGPT_DISCOVERY_CACHE_DIR", scratch.path().join("cache"))
+            .env("ANYGPT_DISCOVERY_STATE_DIR", scratch.path().join("state"))
+            .env("ANYGPT_DISCOVERY_TOKEN_STORE", "file")
+            .env("TERM", "xterm-256color")
+            .args(["-qec", &line, "/dev/null"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut child = script.spawn().unwrap();
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            // After the plan is on screen (the measurement gives up on the missing command fast).
+            std::thread::sleep(std::time::Duration::from_secs(3));
+            stdin.write_all(typed.as_bytes()).unwrap();
+        }
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, screen) = answer("n\n");
+    assert!(screen.contains("move behind the gateway (1): gone"), "{screen}");
+    assert!(screen.contains("estimate for gone"), "{screen}");
+    assert!(screen.contains("Apply these changes? [y/N]"), "{screen}");
+    assert_eq!(code, Some(1), "{screen}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), text);
+    assert!(!home.join(".anygpt").exists());
+    let (code, screen) = answer("y\n");
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("done: wrote"), "{screen}");
+    let after = std::fs::read_to_string(&file).unwrap();
+    assert!(after.starts_with("{\n  // mine\n"), "{after}");
+    assert!(after.contains("\"anygpt-discovery\""), "{after}");
+    assert!(!after.contains("/nonexistent/server"), "{after}");
 }

@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::config::{locate, Config, Environment};
 use crate::engine::Engine;
 
+mod add;
 mod auth;
 mod completions;
 mod config_cmd;
@@ -30,6 +31,8 @@ mod output;
 mod progress;
 mod reload;
 mod search;
+mod secret;
+mod setup;
 mod tools;
 mod trust;
 
@@ -48,6 +51,9 @@ Examples:
   anygpt-discovery execute everything echo --args '{\"message\":\"hi\"}'
   echo '{\"message\":\"hi\"}' | anygpt-discovery execute everything echo -
   anygpt-discovery config show           the config in use, secrets masked
+  anygpt-discovery setup claude-desktop  its servers behind the gateway
+  anygpt-discovery secret set GITHUB_TOKEN   then write ${secret:GITHUB_TOKEN}
+  anygpt-discovery registry search github    then: anygpt-discovery add <name>
   source <(anygpt-discovery completions bash)
 
 Exit codes: 0 ok, 1 invalid arguments, 2 configuration error or not found
@@ -119,6 +125,20 @@ enum Command {
     Allow(consent_cmd::AllowArgs),
     /// Deny a project config (default: every one in this folder): nothing from it runs.
     Deny(consent_cmd::DenyArgs),
+    /// Move an MCP client's servers behind the gateway: its file then starts only the gateway
+    /// (plan shown first; `--dry-run` for the diff, `--yes` for scripts).
+    Setup(setup::SetupArgs),
+    /// Put a client's file back as it was before `setup` (refused if it changed since, unless `--force`).
+    Restore(setup::RestoreArgs),
+    /// Keep values out of config files: `secret set|list|delete NAME`, used as `${secret:NAME}`.
+    Secret(secret::SecretArgs),
+    /// Add a server to the gateway's user config: from the MCP Registry, `npm:<pkg>`,
+    /// `pypi:<pkg>` or an `https://` URL (exit 2 when the registry has no such server).
+    Add(add::AddArgs),
+    /// Remove a server from the gateway's user config (exit 2 when there is none of that name).
+    Remove(add::RemoveArgs),
+    /// Find servers in the MCP Registry: `registry search <query>`.
+    Registry(add::RegistryArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
 }
@@ -229,6 +249,12 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Allow(args) => consent_cmd::allow(&args, &ui),
         Command::Deny(args) => consent_cmd::deny(&args, &ui),
         Command::Config(action) => config_cmd::run(action, &options, &ui),
+        Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
+        Command::Restore(args) => setup::run_restore(&args, &ui),
+        Command::Secret(args) => secret::run(&args, &ui),
+        Command::Add(args) => add::run_add(&args, options.config.as_deref(), &ui).await,
+        Command::Remove(args) => add::run_remove(&args, options.config.as_deref(), &ui),
+        Command::Registry(args) => add::run_registry(&args, options.config.as_deref(), &ui).await,
         Command::Auth(args) => match resolve_config(options.config.as_ref(), options.object.clone()) {
             Ok(config) => auth::run(args, &config, &ui).await,
             Err(e) => ui.error(&e),
@@ -250,7 +276,18 @@ pub fn needs_config(args: impl IntoIterator<Item = String>) -> bool {
         return false;
     };
     match cli.command {
-        Some(Command::Completions(_) | Command::Allow(_) | Command::Deny(_)) => false,
+        // They edit files as text or keep secrets: nothing of a config is evaluated for them.
+        Some(
+            Command::Completions(_)
+            | Command::Allow(_)
+            | Command::Deny(_)
+            | Command::Setup(_)
+            | Command::Restore(_)
+            | Command::Secret(_)
+            | Command::Add(_)
+            | Command::Remove(_)
+            | Command::Registry(_),
+        ) => false,
         Some(Command::Config(action)) => config_cmd::reads_config(action),
         Some(Command::Serve | Command::Auth(_)) | None => true,
         Some(_) => cli.catalog.is_none(),
@@ -374,7 +411,13 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             | Command::Completions(_)
             | Command::Auth(_)
             | Command::Allow(_)
-            | Command::Deny(_) => {
+            | Command::Deny(_)
+            | Command::Setup(_)
+            | Command::Restore(_)
+            | Command::Secret(_)
+            | Command::Add(_)
+            | Command::Remove(_)
+            | Command::Registry(_) => {
                 unreachable!("handled before an engine is opened")
             }
         }

@@ -1,5 +1,6 @@
 //! `${VAR}` and `${VAR:-default}` expansion in launch specs (args, env, cwd, url, headers).
-//! VS Code's spelling `${env:VAR}` means the same as `${VAR}`.
+//! VS Code's spelling `${env:VAR}` means the same as `${VAR}`. `${secret:NAME}` is a value
+//! kept by `anygpt-discovery secret set NAME` (`crate::secret_store`), never in the file.
 //!
 //! Expansion happens when a server is launched, not at load time, so the config kept in memory
 //! (and shown by `getConfig` / `config show`) never holds resolved secrets. `check` runs at load
@@ -10,6 +11,8 @@
 pub enum ExpandError {
     #[error("environment variable `{0}` is not set (use `${{{0}:-default}}` for a fallback)")]
     Unset(String),
+    #[error("secret `{0}` is not stored: run `anygpt-discovery secret set {0}` (or write `${{secret:{0}:-default}}`)")]
+    SecretUnset(String),
     #[error("unterminated `${{` in `{0}`")]
     Unterminated(String),
     #[error("empty variable name in `{0}`")]
@@ -42,7 +45,12 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
         match (lookup(name).filter(|v| !v.is_empty() || default.is_none()), default) {
             (Some(value), _) => out.push_str(&value),
             (None, Some(default)) => out.push_str(default),
-            (None, None) => return Err(ExpandError::Unset(name.to_owned())),
+            (None, None) => {
+                return Err(match name.strip_prefix(SECRET_PREFIX) {
+                    Some(secret) => ExpandError::SecretUnset(secret.to_owned()),
+                    None => ExpandError::Unset(name.to_owned()),
+                })
+            }
         }
         rest = &after[end + 1..];
     }
@@ -50,12 +58,25 @@ pub fn expand(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Str
     Ok(out)
 }
 
-/// Expand with the process environment.
+/// What marks a stored secret's name in a reference: `${secret:NAME}`.
+pub const SECRET_PREFIX: &str = "secret:";
+
+/// The value a reference names at launch: a stored secret (`secret:NAME`, read from the
+/// keychain or its file and registered as a secret), else an environment variable.
+#[must_use]
+pub fn lookup(name: &str) -> Option<String> {
+    match name.strip_prefix(SECRET_PREFIX) {
+        Some(secret) => crate::secret_store::get(secret),
+        None => std::env::var(name).ok(),
+    }
+}
+
+/// Expand with the process environment and the stored secrets.
 ///
 /// # Errors
 /// As [`expand`].
 pub fn expand_env(text: &str) -> Result<String, ExpandError> {
-    expand(text, &|name| std::env::var(name).ok())
+    expand(text, &lookup)
 }
 
 /// Check the syntax of every reference without reading the environment.
@@ -82,6 +103,7 @@ pub fn unset_variables(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> V
         };
         match expand(text, &known) {
             Err(ExpandError::Unset(name)) => unset.push(name),
+            Err(ExpandError::SecretUnset(name)) => unset.push(format!("{SECRET_PREFIX}{name}")),
             _ => return unset,
         }
     }
@@ -146,8 +168,17 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_secret_says_how_to_store_it() {
+        let error = expand("Bearer ${secret:GH}", &env).unwrap_err();
+        assert_eq!(error, ExpandError::SecretUnset("GH".into()));
+        assert!(error.to_string().contains("anygpt-discovery secret set GH"), "{error}");
+        assert_eq!(expand("${secret:GH:-none}", &env).unwrap(), "none");
+    }
+
+    #[test]
     fn unset_variables_lists_each_missing_name_once() {
         assert_eq!(unset_variables("${A}-${TOKEN}-${B:-x}-${A}-${C}", &env), ["A", "C"]);
         assert!(unset_variables("${TOKEN}", &env).is_empty());
+        assert_eq!(unset_variables("${secret:GH}-${A}", &env), ["secret:GH", "A"]);
     }
 }

@@ -9,7 +9,7 @@
 //! Which file is read is decided by [`locate`]; other clients' files are imported by
 //! [`sources`] (the `sources` list, a client's file passed as the config, or zero-config).
 
-mod document;
+pub(crate) mod document;
 pub mod expand;
 mod humanize;
 mod load;
@@ -81,6 +81,10 @@ pub struct DiscoverySection {
     /// Search: the optional semantic tier.
     #[serde(default)]
     pub search: SearchSpec,
+    /// Base URL of the MCP Registry that `anygpt-discovery add` and `registry search` ask
+    /// (default: the official one). The gateway itself never contacts a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 impl Default for DiscoverySection {
@@ -96,6 +100,7 @@ impl Default for DiscoverySection {
             audit: AuditSpec::default(),
             security: SecuritySpec::default(),
             search: SearchSpec::default(),
+            registry: None,
         }
     }
 }
@@ -881,7 +886,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry"
         );
     }
 

@@ -35,13 +35,20 @@ pub(super) fn launch_checks(
     base: &Path,
     on_path: &mut OnPath,
 ) -> Vec<String> {
-    let lookup = |name: &str| std::env::var(name).ok();
+    let lookup = expand::lookup;
     let mut warnings = Vec::new();
     for (i, server) in servers.iter().enumerate() {
         let at = place(i);
         let conn = &server.connection;
         for (path, text) in conn.expandable(&at) {
             for name in expand::unset_variables(text, &lookup) {
+                if let Some(secret) = name.strip_prefix(expand::SECRET_PREFIX) {
+                    warnings.push(format!(
+                        "{origin}: {path}: server `{}` uses `${{secret:{secret}}}`, which is not stored: run `anygpt-discovery secret set {secret}` before starting",
+                        server.name
+                    ));
+                    continue;
+                }
                 warnings.push(format!(
                     "{origin}: {path}: server `{}` uses `${{{name}}}`, which is not set: set it before starting, or write `${{{name}:-default}}`",
                     server.name

@@ -301,6 +301,20 @@ impl Engine {
         })
     }
 
+    /// One server's tool definitions as its `tools/list` gave them (from its snapshot or a
+    /// connection), disabled ones included: what a client that ran the server itself would
+    /// load. `setup` counts them.
+    ///
+    /// # Errors
+    /// `SERVER_NOT_FOUND`, or `SERVER_CONNECTION_ERROR` when its tools could not be listed.
+    pub async fn tool_definitions(&self, server: &str) -> Result<Vec<Arc<rmcp::model::Tool>>> {
+        let state = self.current();
+        let handle = state.server(server)?;
+        state
+            .with_server_tools(handle, |tools| tools.iter().map(|t| t.tool.clone()).collect())
+            .await
+    }
+
     /// Full description and input schema of one tool (disabled tools included, marked).
     ///
     /// # Errors

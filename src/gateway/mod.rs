@@ -11,7 +11,7 @@
 
 mod bound;
 mod inbound;
-mod meta_tool;
+pub(crate) mod meta_tool;
 mod server;
 mod tools;
 mod wire;

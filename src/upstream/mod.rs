@@ -50,8 +50,9 @@ pub use error::UpstreamError;
 /// Most bytes of one message to or from a stdio server (one line).
 pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
 pub use listing::{DroppedTool, ListingNotes};
+pub(crate) use oauth::keychain::Keychain;
 pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
-pub(crate) use remote::sign_in_now;
+pub(crate) use remote::{install_crypto_provider, sign_in_now};
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.

@@ -10,7 +10,7 @@ mod claude_desktop;
 mod cursor;
 mod custom;
 mod docker_mcp;
-pub(super) mod entry;
+pub(crate) mod entry;
 mod vscode;
 mod windsurf;
 mod zed;
@@ -64,7 +64,7 @@ impl SourceKind {
         }
     }
 
-    fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name)
     }
 
@@ -405,6 +405,17 @@ fn local_servers_consent(document: &mut Value, path: &Path, env: &Environment, i
             }
             into.skipped.push(Skipped::new(place, why));
         }
+    }
+}
+
+/// One entry as [`entry::to_spec`] reads it: Zed's older `{ command: { path, args, env } }`
+/// flattened, every other client's as written.
+#[must_use]
+pub(crate) fn normalized_entry(kind: SourceKind, value: Value) -> Value {
+    if kind == SourceKind::Zed {
+        zed::flatten_command(value)
+    } else {
+        value
     }
 }
 

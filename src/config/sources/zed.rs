@@ -29,7 +29,7 @@ pub(super) fn entries(document: &Value) -> Vec<(String, Value)> {
 }
 
 /// `{ command: { path, args, env } }` → `{ command: path, args, env }`.
-fn flatten_command(entry: Value) -> Value {
+pub(super) fn flatten_command(entry: Value) -> Value {
     let Value::Object(mut map) = entry else { return entry };
     if !map.get("command").is_some_and(Value::is_object) {
         return Value::Object(map);

@@ -98,7 +98,7 @@ enum State {
 }
 
 /// The keychain of this process (or of a test), with its on/off state.
-pub(super) struct Keychain {
+pub(crate) struct Keychain {
     vault: Arc<dyn Vault>,
     timeout: Duration,
     state: Mutex<State>,
@@ -114,7 +114,7 @@ impl Keychain {
     }
 
     /// The process's keychain, on unless `ANYGPT_DISCOVERY_TOKEN_STORE=file`.
-    pub(super) fn process() -> &'static Self {
+    pub(crate) fn process() -> &'static Self {
         static PROCESS: OnceLock<Keychain> = OnceLock::new();
         PROCESS.get_or_init(|| Self::new(Arc::new(OsKeychain), TIMEOUT, wanted_by_env()))
     }
@@ -124,7 +124,7 @@ impl Keychain {
     }
 
     /// Why tokens are not in the keychain (for `auth status`), or `None` while it is used.
-    pub(super) fn why_off(&self) -> Option<String> {
+    pub(crate) fn why_off(&self) -> Option<String> {
         match &*self.state.lock().unwrap_or_else(PoisonError::into_inner) {
             State::On => None,
             State::NotWanted => Some(format!("{STORE_ENV}=file")),
@@ -161,6 +161,53 @@ impl Keychain {
         self.call(file, move |vault| vault.delete(&account)).await
     }
 
+    /// [`Keychain::get`] for a caller that cannot await: a launch spec's `${secret:NAME}` is
+    /// expanded synchronously. The same thread, timeout and turning off; `None` when the
+    /// keychain has no such item, or is off or failed.
+    pub(crate) fn get_blocking(&self, account: &str, file: &std::path::Path) -> Option<String> {
+        let account = account.to_owned();
+        self.call_blocking(file, move |vault| vault.get(&account)).flatten()
+    }
+
+    /// [`Keychain::set`], blocking.
+    pub(crate) fn set_blocking(&self, account: &str, text: String, file: &std::path::Path) -> bool {
+        let account = account.to_owned();
+        self.call_blocking(file, move |vault| vault.set(&account, &text))
+            .is_some()
+    }
+
+    /// [`Keychain::delete`], blocking.
+    pub(crate) fn delete_blocking(&self, account: &str, file: &std::path::Path) -> Option<bool> {
+        let account = account.to_owned();
+        self.call_blocking(file, move |vault| vault.delete(&account))
+    }
+
+    fn call_blocking<T: Send + 'static>(
+        &self,
+        file: &std::path::Path,
+        op: impl FnOnce(&dyn Vault) -> Result<T, VaultError> + Send + 'static,
+    ) -> Option<T> {
+        if !self.is_on() {
+            return None;
+        }
+        let vault = self.vault.clone();
+        let (answer, answered) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("anygpt-keychain".into())
+            .spawn(move || {
+                let _ = answer.send(op(vault.as_ref()));
+            });
+        let outcome = match spawned {
+            Ok(_) => match answered.recv_timeout(self.timeout) {
+                Ok(outcome) => outcome,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(VaultError::Lost),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(VaultError::Timeout(self.timeout)),
+            },
+            Err(error) => Err(VaultError::Refused(format!("cannot start its thread: {error}"))),
+        };
+        self.settle(outcome, file)
+    }
+
     /// Run `op` on a thread of its own within the timeout; on an error or no answer, turn the
     /// keychain off for this process and say so once (naming `file`, where tokens go instead).
     async fn call<T: Send + 'static>(
@@ -186,6 +233,12 @@ impl Keychain {
             },
             Err(error) => Err(VaultError::Refused(format!("cannot start its thread: {error}"))),
         };
+        self.settle(outcome, file)
+    }
+
+    /// A call's value, or `None` after turning the keychain off for an error (a document too
+    /// long for it only stays in its file).
+    fn settle<T>(&self, outcome: Result<T, VaultError>, file: &std::path::Path) -> Option<T> {
         match outcome {
             Ok(value) => Some(value),
             Err(VaultError::TooLong(why)) => {
@@ -294,6 +347,22 @@ pub(super) mod tests {
         let started = std::time::Instant::now();
         assert!(!keychain.set("a", "x".into(), file).await);
         assert!(started.elapsed() < Duration::from_millis(100));
+    }
+
+    #[test]
+    fn the_blocking_calls_keep_values_and_give_up_on_a_hung_keychain() {
+        let vault = Arc::new(FakeVault::default());
+        let keychain = Keychain::new(vault.clone(), Duration::from_millis(200), true);
+        let file = std::path::Path::new("/tmp/x/secrets/a.json");
+        assert!(keychain.set_blocking("secret:A", "v1".into(), file));
+        assert_eq!(keychain.get_blocking("secret:A", file).as_deref(), Some("v1"));
+        assert_eq!(keychain.delete_blocking("secret:A", file), Some(true));
+        assert_eq!(keychain.get_blocking("secret:A", file), None);
+        vault.hang.store(true, std::sync::atomic::Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        assert_eq!(keychain.get_blocking("secret:A", file), None);
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(!keychain.is_on());
     }
 
     #[tokio::test]

@@ -27,7 +27,7 @@
 //! (`upstream::http`) anyway, whose session rules it would otherwise bypass.
 
 mod browser;
-mod keychain;
+pub(crate) mod keychain;
 mod store;
 
 use std::collections::HashMap;
