@@ -89,7 +89,7 @@ describe("a project's config naming paths", () => {
       const env = isolatedEnv({ HOME: home, USERPROFILE: home, XDG_CONFIG_HOME: join(home, '.config') });
       const cli = (...args) => spawnSync(command, command === process.execPath ? [bin, ...args] : args, { cwd: project, env, encoding: 'utf8' });
 
-      assert.equal(cli('allow', file).status, 0);
+      assert.equal(cli('allow', '--yes', file).status, 0);
       const refused = cli('execute', 'memory', 'read_graph', '--args', '{}');
       assert.equal(refused.status, 2, refused.stderr);
       assert.match(refused.stderr, /discovery\.audit\.path: a project's config may only put the audit log inside the state folder/);
@@ -97,7 +97,7 @@ describe("a project's config naming paths", () => {
 
       // Inside the state folder it is honoured (a relative path is taken there).
       writeFileSync(file, JSON.stringify({ discovery: { audit: { path: 'project.jsonl' }, servers: [referenceServer('memory')] } }));
-      assert.equal(cli('allow', file).status, 0);
+      assert.equal(cli('allow', '--yes', file).status, 0);
       const ran = cli('execute', 'memory', 'read_graph', '--args', '{}');
       assert.equal(ran.status, 0, ran.stderr);
       const line = JSON.parse(readFileSync(join(env.ANYGPT_DISCOVERY_STATE_DIR, 'project.jsonl'), 'utf8').split('\n')[0]);

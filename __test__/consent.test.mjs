@@ -153,7 +153,7 @@ for (const face of faces) {
         await g.close();
       }
       // Approved, it does contact the host (the check above could have failed).
-      const allowed = run(face, m, ['allow', file]);
+      const allowed = run(face, m, ['allow', '--yes', file]);
       assert.equal(allowed.status, 0, allowed.stderr);
       // Shown as written (never expanded): the person judges what the file's author chose.
       assert.ok(allowed.stdout.includes(`remote connects to: http://127.0.0.1:${port}/mcp?token=\${GITHUB_TOKEN}; headers: Authorization: Bearer \${AWS_SECRET_ACCESS_KEY}`), allowed.stdout);
@@ -177,7 +177,7 @@ for (const face of faces) {
       const g = await gateway(face, m);
       try {
         assert.deepEqual((await call(g.client, 'list_mcp_servers')).body.servers, []);
-        const allowed = run(face, m, ['allow']);
+        const allowed = run(face, m, ['allow', '--yes']);
         assert.equal(allowed.status, 0, allowed.stderr);
         assert.ok(allowed.stdout.includes(`${file} (claude-code):`), allowed.stdout);
         assert.ok(allowed.stdout.includes(`notes runs: ${process.execPath} ${serverPaths.memory}`), allowed.stdout);
@@ -205,7 +205,7 @@ for (const face of faces) {
         assert.deepEqual(JSON.parse(list.stdout).approvals.map((a) => [a.file, a.decision, a.state]), [[file, 'allow', 'changed']]);
 
         // Approved again: it runs (and so the marker shows the check above could fail).
-        assert.equal(run(face, m, ['allow', '.mcp.json']).status, 0);
+        assert.equal(run(face, m, ['allow', '--yes', '.mcp.json']).status, 0);
         assert.ok(await waitFor(() => existsSync(marker), 10_000), g.stderr());
 
         // Denied: nothing from it runs.
@@ -244,10 +244,39 @@ for (const face of faces) {
         await g.close();
       }
       // Approving the file adds the unasked one; the disabled one still never runs.
-      assert.equal(run(face, m, ['allow', file]).status, 0);
+      assert.equal(run(face, m, ['allow', '--yes', file]).status, 0);
       const listed = run(face, m, ['list', '--json']);
       assert.deepEqual(JSON.parse(listed.stdout).servers.map((s) => s.name), ['notes', 'unasked']);
       assert.equal(existsSync(disabled), false);
+    });
+
+    test("Claude Code's record does not approve another file in its format that an approved config imports", () => {
+      const m = machine();
+      const marker = join(m.dir, 'imported-started');
+      put(join(m.project, 'evil.json'), { mcpServers: { evil: touching(marker) } });
+      const own = put(join(m.project, '.anygpt/mcp-discovery.config.json'), {
+        discovery: { servers: [], sources: [{ type: 'claude-code', path: '../evil.json' }] },
+      });
+      put(join(m.home, '.claude.json'), { projects: { [m.project]: { enableAllProjectMcpServers: true } } });
+      assert.equal(run(face, m, ['allow', '--yes', own]).status, 0);
+      const listed = run(face, m, ['list', '--status', '--json']);
+      assert.equal(listed.status, 0, listed.stderr);
+      assert.deepEqual(JSON.parse(listed.stdout).servers, []);
+      assert.ok(JSON.parse(listed.stdout).skipped.some((s) => s.file.endsWith('evil.json')), listed.stdout);
+      assert.equal(existsSync(marker), false, 'the record speaks for ./.mcp.json only');
+    });
+
+    test('allow asks for a yes: without a terminal and without --yes it records nothing', () => {
+      const m = machine();
+      const marker = join(m.dir, 'unconfirmed-started');
+      const file = put(join(m.project, '.mcp.json'), { mcpServers: { evil: touching(marker) } });
+      const refused = run(face, m, ['allow', file]);
+      assert.equal(refused.status, 1, refused.stderr);
+      assert.ok(refused.stdout.includes(`evil runs: sh -c "touch '${marker}'"`), 'the plan is shown all the same');
+      assert.match(refused.stderr, /not approved: `allow` asks for a yes on a terminal and there is none here; nothing was recorded/);
+      assert.deepEqual(JSON.parse(run(face, m, ['allow', '--list', '--json']).stdout).approvals, []);
+      run(face, m, ['list']);
+      assert.equal(existsSync(marker), false);
     });
 
     test("~/.claude.json's servers for this folder wait for approval; the user's own servers there do not", () => {
@@ -265,7 +294,7 @@ for (const face of faces) {
         [claude, `projects.${m.project}`, `anygpt-discovery allow ${claude}`],
       ]);
       assert.equal(existsSync(marker), false);
-      const allowed = run(face, m, ['allow']);
+      const allowed = run(face, m, ['allow', '--yes']);
       assert.equal(allowed.status, 0, allowed.stderr);
       assert.ok(allowed.stdout.includes(`local runs: sh -c "touch '${marker}'"`), allowed.stdout);
       const after = JSON.parse(run(face, m, ['list', '--json']).stdout);
@@ -296,7 +325,7 @@ for (const face of faces) {
       assert.ok(before.stdout.startsWith(`Config file: ${own} (your own config, found by the search order)`), before.stdout);
       assert.ok(before.stdout.includes(`Not used: ${project}: not used: a project config, not approved`), before.stdout);
       assert.match(before.stdout, /an unapproved project config never wins: the file above is used instead/);
-      assert.equal(run(face, m, ['allow', project]).status, 0);
+      assert.equal(run(face, m, ['allow', '--yes', project]).status, 0);
       const after = JSON.parse(run(face, m, ['config', 'path', '--json']).stdout);
       assert.deepEqual([after.file, after.scope, after.skipped, after.shadowed], [project, 'project', [], [own]]);
       const human = run(face, m, ['config', 'path']).stdout;
@@ -316,10 +345,10 @@ describe('the npm bin evaluates nothing for commands that need no servers', () =
       `import { writeFileSync } from 'node:fs'\nwriteFileSync(${JSON.stringify(evaluated)}, 'evaluated')\nexport default { discovery: { servers: [] } }\n`,
     );
     const npm = faces[1];
-    for (const args of [['--help'], ['--version'], ['completions', 'bash'], ['config', 'path'], ['list'], ['allow', file], ['allow', '--list'], ['--config', file, '--help'], ['--config', file, 'completions', 'zsh']]) {
+    for (const args of [['--help'], ['--version'], ['completions', 'bash'], ['config', 'path'], ['list'], ['allow', '--yes', file], ['allow', '--list'], ['--config', file, '--help'], ['--config', file, 'completions', 'zsh']]) {
       const result = run(npm, m, args);
       assert.equal(result.status, 0, `${args.join(' ')}: ${result.stderr}`);
-      if (args[0] === 'allow' && args[1] === file) {
+      if (args[0] === 'allow' && args[2] === file) {
         assert.match(result.stdout, /TypeScript\/JavaScript: code that runs with your rights/);
       }
       assert.equal(existsSync(evaluated), false, `${args.join(' ')} evaluated the config`);
@@ -337,7 +366,7 @@ describe('a served project anygpt.config.ts (npm bin)', () => {
     const file = join(m.project, 'anygpt.config.ts');
     const notes = { name: 'notes', connection: memory() };
     put(file, `export default { discovery: { servers: [${JSON.stringify(notes)}] } }\n`);
-    assert.equal(run(faces[1], m, ['allow', file]).status, 0);
+    assert.equal(run(faces[1], m, ['allow', '--yes', file]).status, 0);
     const g = await gateway(faces[1], m);
     try {
       const names = async () => (await call(g.client, 'list_mcp_servers')).body.servers.map((s) => s.name);
@@ -351,7 +380,7 @@ describe('a served project anygpt.config.ts (npm bin)', () => {
       assert.equal(existsSync(evaluated), false, 'the edited TS file was evaluated');
       assert.deepEqual(await names(), ['notes']);
       // Approved again, it is evaluated and applies.
-      assert.equal(run(faces[1], m, ['allow', file]).status, 0);
+      assert.equal(run(faces[1], m, ['allow', '--yes', file]).status, 0);
       assert.ok(await pollAsync(async () => (await names()).length === 0), g.stderr());
       assert.equal(existsSync(evaluated), true);
     } finally {
@@ -382,7 +411,7 @@ describe('the Node API', () => {
       assert.equal(existsSync(evaluated), false, 'an unapproved TS file was evaluated');
       assert.equal(unapproved.getConfig().discovery.servers.length, 0);
       await unapproved.close();
-      assert.equal(run(faces[1], m, ['allow', file]).status, 0);
+      assert.equal(run(faces[1], m, ['allow', '--yes', file]).status, 0);
       const engine = await createEngine();
       try {
         assert.equal(readFileSync(evaluated, 'utf8'), 'x');
@@ -400,7 +429,7 @@ describe('the Node API', () => {
       // A JSON project config the same way: a changed one is not read into the engine.
       const marker = join(m.dir, 'started');
       const json = put(join(m.project, '.anygpt/mcp-discovery.config.json'), { discovery: { servers: [{ name: 'notes', connection: memory() }] } });
-      assert.equal(run(faces[1], m, ['allow', json]).status, 0);
+      assert.equal(run(faces[1], m, ['allow', '--yes', json]).status, 0);
       const fromJson = await createEngine();
       try {
         assert.deepEqual((await fromJson.listServers()).map((s) => s.name), ['notes']);

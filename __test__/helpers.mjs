@@ -47,7 +47,7 @@ export function isolatedEnv(env = {}) {
  * the bin's output when it fails.
  */
 export function allow(file, { cwd, env }) {
-  const result = spawnSync(process.execPath, [bin, 'allow', file], { cwd, env, encoding: 'utf8' });
+  const result = spawnSync(process.execPath, [bin, 'allow', '--yes', file], { cwd, env, encoding: 'utf8' });
   if (result.status !== 0) throw new Error(`allow ${file} exited ${result.status}: ${result.stderr}${result.stdout}`);
   return result;
 }

@@ -1,8 +1,10 @@
 //! `allow [FILE] | allow --list | deny [FILE]`: approving project configs, as direnv's
-//! `allow` does. `allow` prints what the file would do (`consent::plan`) and records the
-//! approval of that content; running it is the consent. Without FILE: every project config
-//! found from the current folder. Nothing is run, contacted, expanded or evaluated here.
-//! Exit 0; 2 when there is nothing to approve or a file cannot be read or recorded.
+//! `allow` does. `allow` prints what the file would do (`consent::plan`), asks the person on
+//! the terminal, and records the approval of exactly the content shown. Without a terminal it
+//! needs `--yes`: a script (or an agent with a shell, told of the command by the gateway's
+//! hint) does not approve a repository by default. Without FILE: every project config found
+//! from the current folder. Nothing is run, contacted, expanded or evaluated here. Exit 0; 1
+//! when not confirmed; 2 when there is nothing to approve or a file cannot be read or recorded.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -29,6 +31,9 @@ pub struct AllowArgs {
     /// List the recorded approvals and denials, and whether each file still matches.
     #[arg(long)]
     list: bool,
+    /// Approve without asking, after reading the plan (for scripts; there is no terminal to ask on).
+    #[arg(long, short = 'y', conflicts_with = "list")]
+    yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -57,14 +62,15 @@ pub fn allow(args: &AllowArgs, ui: &Ui) -> i32 {
     if args.list {
         return list(&env, ui);
     }
-    record(args.file.as_ref(), Decision::Allow, &env, ui)
+    record(args.file.as_ref(), Decision::Allow, args.yes, &env, ui)
 }
 
 pub fn deny(args: &DenyArgs, ui: &Ui) -> i32 {
-    record(args.file.as_ref(), Decision::Deny, &Environment::current(), ui)
+    // Denying needs no yes: it only ever stops things.
+    record(args.file.as_ref(), Decision::Deny, true, &Environment::current(), ui)
 }
 
-fn record(file: Option<&PathBuf>, decision: Decision, env: &Environment, ui: &Ui) -> i32 {
+fn record(file: Option<&PathBuf>, decision: Decision, confirmed: bool, env: &Environment, ui: &Ui) -> i32 {
     let places = match file {
         Some(file) => match place_of(file, env) {
             Ok(place) => vec![place],
@@ -83,16 +89,32 @@ fn record(file: Option<&PathBuf>, decision: Decision, env: &Environment, ui: &Ui
             Some("name the file: `anygpt-discovery allow FILE`"),
         );
     }
-    let mut approvals = Approvals::load(env);
-    let mut recorded = Vec::new();
+    // Each place's content as it is shown: what is approved is checked to be the same.
+    let mut shown = Vec::new();
     for place in places {
+        let seen = place.hash().ok();
         let plan = match plan::describe(&place, env) {
             Ok(plan) => plan,
             // A file that does not parse can still be denied.
             Err(_) if decision == Decision::Deny => plan_unread(&place),
             Err(error) => return ui.error(&error),
         };
-        match approvals.record(&place, decision) {
+        shown.push((place, seen, plan));
+    }
+    let asked = !confirmed;
+    if asked {
+        if !ui.json {
+            let plans: String = shown.iter().map(|(_, _, plan)| plan_text(plan, ui.out)).collect();
+            super::output::print_human(&plans, ui.out);
+        }
+        if !super::output::confirm(ui, "Approve: let the gateway run what is shown above? [y/N] ") {
+            return not_confirmed(ui);
+        }
+    }
+    let mut approvals = Approvals::load(env);
+    let mut recorded = Vec::new();
+    for (place, seen, plan) in shown {
+        match approvals.record_seen(&place, decision, seen.as_deref()) {
             Ok(entry) => recorded.push(RecordedPlace {
                 sha256: entry.sha256,
                 plan,
@@ -107,7 +129,9 @@ fn record(file: Option<&PathBuf>, decision: Decision, env: &Environment, ui: &Ui
     ui.result(&body, || {
         let mut out = String::new();
         for place in &body.places {
-            out.push_str(&plan_text(&place.plan, ui.out));
+            if !asked {
+                out.push_str(&plan_text(&place.plan, ui.out));
+            }
             let short = &place.sha256[..12.min(place.sha256.len())];
             let _ = match decision {
                 Decision::Allow => writeln!(
@@ -126,6 +150,19 @@ fn record(file: Option<&PathBuf>, decision: Decision, env: &Environment, ui: &Ui
         out
     });
     exit::OK
+}
+
+/// `allow` without a yes: nothing recorded, exit 1, and how to give one.
+fn not_confirmed(ui: &Ui) -> i32 {
+    let (message, hint) = if super::output::can_ask(ui) {
+        ("not approved: nothing was recorded", None)
+    } else {
+        (
+            "not approved: `allow` asks for a yes on a terminal and there is none here; nothing was recorded",
+            Some("read the plan, then run it again with --yes (or in a terminal)"),
+        )
+    };
+    ui.fail(ErrorCode::ValidationError, message, hint)
 }
 
 /// `FILE` as a place: `~/.claude.json` means its section for this folder, any other file

@@ -6,7 +6,6 @@
 //! to do), 1 bad arguments or declined, 2 the client's file or the gateway's config is missing,
 //! malformed or changed since setup.
 
-use std::io::IsTerminal;
 use std::path::Path;
 
 use clap::{Args, ValueEnum};
@@ -133,7 +132,7 @@ pub async fn run_setup(args: &SetupArgs, config: Option<&Path>, ui: &Ui) -> i32 
             output::print_human(&scrub(&plan.diff()), ui.out);
         }
     }
-    if applying && !args.yes && !confirm(ui) {
+    if applying && !args.yes && !output::confirm(ui, "Apply these changes? [y/N] ") {
         return declined(ui);
     }
     let mut backup = None;
@@ -164,22 +163,8 @@ fn scrub(text: &str) -> String {
     crate::engine::scrub_secrets(text).into_owned()
 }
 
-/// Ask on the terminal; `false` when there is none to ask on (then `--yes` is needed).
-fn confirm(ui: &Ui) -> bool {
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() || ui.json {
-        return false;
-    }
-    output::eprint("Apply these changes? [y/N] ", ui.err);
-    let mut answer = String::new();
-    if std::io::stdin().read_line(&mut answer).is_err() {
-        return false;
-    }
-    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-}
-
 fn declined(ui: &Ui) -> i32 {
-    let asked = std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !ui.json;
-    let message = if asked {
+    let message = if output::can_ask(ui) {
         "not applied: nothing was written"
     } else {
         "not applied: there is no terminal to ask on; nothing was written"

@@ -141,3 +141,25 @@ impl Ui {
         exit::status_of(error.code())
     }
 }
+
+/// Whether a question can be put to a person: a terminal on stdin and stderr, and no `--json`.
+#[must_use]
+pub fn can_ask(ui: &Ui) -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !ui.json
+}
+
+/// Ask `question` (`… [y/N] `) on the terminal; `false` for anything but yes, and when there is
+/// no one to ask ([`can_ask`]): then the command needs its `--yes`.
+#[must_use]
+pub fn confirm(ui: &Ui, question: &str) -> bool {
+    if !can_ask(ui) {
+        return false;
+    }
+    eprint(question, ui.err);
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
+}
