@@ -44,7 +44,9 @@ mod url_text;
 pub use crate::secrets::scrub as scrub_known;
 pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarder};
 pub use error::UpstreamError;
-pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
+pub(crate) use oauth::{
+    forget as forget_sign_in, is_waiting as sign_in_waiting, sign_in_wanted, stored_sign_ins, StoredSignIn,
+};
 pub(crate) use remote::sign_in_now;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 
