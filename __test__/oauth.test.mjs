@@ -457,3 +457,17 @@ test('a background start of a server nobody used opens no browser; its first cal
     await s.close();
   }
 });
+
+test('three idle connections to the loopback listener do not hold up the sign-in callback', { timeout: 60000 }, async (t) => {
+  const timings = join(tempDir(), 'callback-ms');
+  const s = await setup({ env: { BROWSER_IDLE_CONNECTIONS: '3', BROWSER_CALLBACK_MS_FILE: timings } });
+  try {
+    const signedIn = await s.run('secure', 'whoami');
+    assert.equal(signedIn.content[0].text, 'signed-in user', JSON.stringify(signedIn));
+    const [took] = readFileSync(timings, 'utf8').trim().split('\n').map(Number);
+    t.diagnostic(`callback behind 3 idle connections: ${took} ms`);
+    assert.ok(took < 1000, `the callback took ${took} ms behind 3 idle connections`);
+  } finally {
+    await s.close();
+  }
+});

@@ -16,12 +16,14 @@
 //!   refused to the server at once with a JSON-RPC error naming the limit, never queued, so a
 //!   flood costs the client nothing and the gateway stays responsive. The counts are per server
 //!   name and shared by every session of this process.
+//! - **Form only**: a URL-mode elicitation (a URL for the client to open) is refused: the gateway
+//!   offers its servers form elicitation only.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ErrorCode, ServerRequest};
+use rmcp::model::{ElicitRequestParams, ErrorCode, ServerRequest};
 use rmcp::ErrorData;
 use serde_json::{json, Map, Value};
 
@@ -131,6 +133,16 @@ pub(crate) fn attribute(
     security: &SecuritySpec,
 ) -> Result<ServerRequest, ErrorData> {
     let person_reads = match &request {
+        // The gateway declares form elicitation only: a URL to open is the server choosing
+        // what the client opens, which it was never offered.
+        ServerRequest::ElicitRequest(asked)
+            if matches!(asked.params, ElicitRequestParams::UrlElicitationParams { .. }) =>
+        {
+            return Err(ErrorData::invalid_request(
+                "the gateway refused this URL-mode elicitation: it offers its servers form elicitation only (a URL to open is not forwarded)",
+                None,
+            ));
+        }
         ServerRequest::ElicitRequest(_) => "message",
         ServerRequest::CreateMessageRequest(_) => "systemPrompt",
         _ => return Ok(request),
@@ -294,6 +306,17 @@ mod tests {
         );
         // Clean requests still pass when blocking.
         assert!(attribute(elicitation("Your city?"), "weather", "elicitation", &blocking).is_ok());
+    }
+
+    #[test]
+    fn a_url_to_open_is_never_forwarded() {
+        let request: ServerRequest = serde_json::from_value(json!({
+            "method": "elicitation/create",
+            "params": { "mode": "url", "message": "Sign in", "url": "javascript:alert(1)", "elicitationId": "e1" }
+        }))
+        .unwrap();
+        let refused = attribute(request, "weather", "elicitation", &SecuritySpec::default()).unwrap_err();
+        assert!(refused.message.contains("URL-mode elicitation"), "{}", refused.message);
     }
 
     #[test]
