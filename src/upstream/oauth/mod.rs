@@ -216,7 +216,7 @@ impl Authorizer {
                     Some(pending) => pending,
                     None if self.interactive || is_wanted(&self.server) => self.start(challenge).await?,
                     // A background connect: nobody is there to sign in, so nothing opens.
-                    None => return Err(AuthError::AuthorizationFailed(needs_sign_in_text(&self.server))),
+                    None => return Err(AuthError::AuthorizationFailed(sign_in_not_started_text(&self.server))),
                 }
             };
             match tokio::time::timeout_at(deadline, pending.finished()).await {
@@ -560,6 +560,14 @@ pub(crate) fn needs_sign_in_text(server: &str) -> String {
     )
 }
 
+/// What a server says when a background connect found it needs a sign-in and opened nothing.
+pub(crate) fn sign_in_not_started_text(server: &str) -> String {
+    format!(
+        "{NEEDS_SIGN_IN}: the first call of one of {server}'s tools opens its sign-in page, or run \
+         `anygpt-discovery auth login {server}`"
+    )
+}
+
 /// The key a server's tokens are kept under: its URL without query or fragment (the
 /// resource the tokens are for, RFC 8707).
 fn resource_key(url: &Url) -> String {
@@ -749,6 +757,13 @@ mod tests {
         assert!(text.contains("`anygpt-discovery auth login linear`"));
         // Kept whole when it travels as an auth error.
         assert_eq!(auth_error_text(&AuthError::AuthorizationFailed(text.clone())), text);
+        let unopened = sign_in_not_started_text("linear");
+        assert!(unopened.starts_with(NEEDS_SIGN_IN));
+        assert!(unopened.contains("`anygpt-discovery auth login linear`"));
+        assert_eq!(
+            auth_error_text(&AuthError::AuthorizationFailed(unopened.clone())),
+            unopened
+        );
     }
 
     #[test]
