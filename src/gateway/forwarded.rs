@@ -16,6 +16,8 @@
 //!   refused to the server at once with a JSON-RPC error naming the limit, never queued, so a
 //!   flood costs the client nothing and the gateway stays responsive. The counts are per server
 //!   name and shared by every session of this process.
+//! - **No context of other servers**: a sampling request's `includeContext` is lowered to
+//!   `none` (behind the gateway, `thisServer` would be every server it serves).
 //! - **Form only**: a URL-mode elicitation (a URL for the client to open) is refused: the gateway
 //!   offers its servers form elicitation only.
 
@@ -157,6 +159,12 @@ pub(crate) fn attribute(
     let Some(params) = value.get_mut("params").and_then(Value::as_object_mut) else {
         return Ok(request);
     };
+    // Behind the gateway, a sampling request's "this server" is every server the gateway serves:
+    // no server gets the client's context from the others through its prompt.
+    if let Some(context) = params.get_mut("includeContext").filter(|c| c.as_str() != Some("none")) {
+        tracing::debug!(%server, asked = %context, "sampling includeContext lowered to none");
+        *context = Value::String("none".to_owned());
+    }
     let mut warnings = Vec::new();
     for (key, field) in params.iter_mut().filter(|(key, _)| *key != "_meta") {
         check_strings(field, key, &mut warnings);
@@ -324,7 +332,7 @@ mod tests {
         let request: ServerRequest = serde_json::from_value(json!({
             "method": "sampling/createMessage",
             "params": { "messages": [{ "role": "user", "content": { "type": "text", "text": "Summarise" } }],
-                        "maxTokens": 10, "_meta": { "progressToken": 7 } }
+                        "maxTokens": 10, "includeContext": "allServers", "_meta": { "progressToken": 7 } }
         }))
         .unwrap();
         let named = attribute(request, "notes", "sampling", &SecuritySpec::default()).unwrap();
@@ -333,6 +341,7 @@ mod tests {
         assert_eq!(params["_meta"]["progressToken"], 7);
         assert_eq!(params["_meta"][META_SERVER], "notes");
         assert_eq!(params["messages"][0]["content"]["text"], "Summarise");
+        assert_eq!(params["includeContext"], "none", "no context of the other servers");
     }
 
     #[test]
