@@ -68,6 +68,23 @@ export interface DiscoveryConfig {
   registry?: string | null
 }
 
+/**
+ * `discovery.security.forwarded`: per server, past either limit a request is refused to the
+ * server at once (a JSON-RPC error saying which limit), never queued.
+ */
+export interface ForwardedLimits {
+  /**
+   * Requests of one server waiting for the client's answer at once (0: forward none).
+   * @default 4
+   */
+  maxConcurrent?: number
+  /**
+   * Requests of one server forwarded in any 60 seconds.
+   * @default 30
+   */
+  perMinute?: number
+}
+
 /** `connection.oauth.grant`. */
 export type OAuthGrant = "authorizationCode" | "clientCredentials"
 
@@ -127,10 +144,14 @@ export interface SearchSpec {
   model?: string | null
 }
 
-/** `discovery.security`: what the gateway does with tools its trust checks mark. */
+/**
+ * `discovery.security`: what the gateway does with tools its trust checks mark, and with the
+ * requests servers send its client.
+ */
 export interface SecuritySpec {
   /**
-   * Refuse to execute a tool with poisoning or shadowing warnings until it is trusted.
+   * Refuse to execute a tool with poisoning or shadowing warnings until it is trusted; also
+   * refuse (to the server) a forwarded elicitation or sampling request the checks flag.
    * @default false
    */
   blockFlagged?: boolean
@@ -139,6 +160,8 @@ export interface SecuritySpec {
    * @default "warn"
    */
   onToolChange?: OnToolChange
+  /** How many elicitation and sampling requests each server may have forwarded to the client. */
+  forwarded?: ForwardedLimits
 }
 
 /** One downstream server. */

@@ -52,7 +52,7 @@ test('an embedded elicitation reaches the client and the call goes again with th
     const { result, text } = await run(client, 'confirm');
     assert.equal(result.isError, undefined, text);
     assert.equal(text, 'confirmed with {"action":"accept","content":{"answer":"yes"}}');
-    assert.deepEqual(asked, ['Really do it?']);
+    assert.deepEqual(asked, ['[server mrtr asks] Really do it?'], 'the person sees which server asks');
     const rounds = server.calls.filter((c) => c.name === 'confirm');
     assert.equal(rounds.length, 2);
     assert.equal(rounds[0].requestState, undefined);
@@ -62,7 +62,7 @@ test('an embedded elicitation reaches the client and the call goes again with th
 });
 
 test('several rounds in one call, each answered, the newest state echoed each time', async () => {
-  const answers = { 'Your name?': 'Ada', 'Your favourite colour?': 'green' };
+  const answers = { '[server mrtr asks] Your name?': 'Ada', '[server mrtr asks] Your favourite colour?': 'green' };
   const elicit = async (request) => ({ action: 'accept', content: { answer: answers[request.params.message] } });
   await withGateway({}, { elicitation: {} }, { elicit }, async (client, server) => {
     const { result, text } = await run(client, 'two_questions');

@@ -45,8 +45,8 @@ async function startOAuthServer(env = {}) {
 
 /** A gateway with the protected server `secure` and a stdio `memory` beside it. Tokens go to
  * the file unless `tokenStore` says `auto` (then `env` may steer the keychain). */
-async function setup({ startupTimeoutMs = 8000, tokenStore = 'file', env: moreEnv = {} } = {}) {
-  const oauth = await startOAuthServer();
+async function setup({ startupTimeoutMs = 8000, tokenStore = 'file', env: moreEnv = {}, oauthEnv = {} } = {}) {
+  const oauth = await startOAuthServer(oauthEnv);
   const state = tempDir('anygpt-oauth-state-');
   const cache = tempDir('anygpt-oauth-cache-');
   const modeFile = join(tempDir(), 'browser-mode');
@@ -386,5 +386,110 @@ test('a 401 with another scheme than Bearer is reported as it is, and no browser
   } finally {
     await gateway.client.close();
     server.close();
+  }
+});
+
+/** The arguments each run of the BROWSER script got, from its BROWSER_ARGV_FILE. */
+function browserRuns(file) {
+  return existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line)) : [];
+}
+
+test('a sign-in page that is not https (or http to this machine) is refused, naming the server, and nothing opens', { timeout: 60000 }, async () => {
+  const hostile = {
+    'as-file': 'file:///etc/passwd?x=1',
+    'as-js': 'javascript:alert(document.cookie)//',
+    'as-data': 'data:text/html,<script>alert(1)</script>',
+  };
+  const servers = await Promise.all(Object.values(hostile).map((endpoint) => startOAuthServer({ AUTHORIZATION_ENDPOINT: endpoint })));
+  const argvFile = join(tempDir(), 'browser-argv');
+  const config = writeConfig({
+    discovery: {
+      servers: Object.keys(hostile).map((name, i) => ({ name, startupTimeoutMs: 5000, connection: { type: 'http', url: servers[i].url } })),
+    },
+  });
+  const env = {
+    ANYGPT_DISCOVERY_STATE_DIR: tempDir(),
+    ANYGPT_DISCOVERY_TOKEN_STORE: 'file',
+    BROWSER: `${JSON.stringify(process.execPath)} ${JSON.stringify(browser)}`,
+    BROWSER_ARGV_FILE: argvFile,
+  };
+  const gateway = await startGateway(config, env);
+  try {
+    for (const [name, endpoint] of Object.entries(hostile)) {
+      const result = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: name, tool: 'whoami', arguments: {} } });
+      assert.equal(result.isError, true, JSON.stringify(result));
+      const text = result.content[0].text;
+      const scheme = endpoint.slice(0, endpoint.indexOf(':') + 1);
+      assert.match(text, new RegExp(`the sign-in page of ${name} is not opened`), text);
+      assert.ok(text.includes(`\`${scheme}\` address`), text);
+      assert.ok(!text.includes('passwd') && !text.includes('alert'), `the address itself is not quoted: ${text}`);
+    }
+    assert.deepEqual(browserRuns(argvFile), [], 'no browser ran');
+    for (const server of servers) assert.equal((await server.admin('stats')).registrations, 0, 'no client registered for a page never opened');
+  } finally {
+    await gateway.client.close();
+    for (const server of servers) server.child.kill();
+  }
+});
+
+test('the sign-in URL reaches BROWSER as one argument, intact, with & and " in it', { timeout: 60000 }, async () => {
+  const argvFile = join(tempDir(), 'browser-argv');
+  const s = await setup({ env: { BROWSER_ARGV_FILE: argvFile }, oauthEnv: { AUTHORIZATION_ENDPOINT: '{base}/authorize?tenant=a&b;c&quote="x"' } });
+  try {
+    const signedIn = await s.run('secure', 'whoami');
+    assert.equal(signedIn.content[0].text, 'signed-in user', JSON.stringify(signedIn));
+    const runs = browserRuns(argvFile);
+    assert.equal(runs.length, 1);
+    assert.equal(runs[0].length, 1, `one argument: ${JSON.stringify(runs[0])}`);
+    const [opened] = runs[0];
+    const shown = /sign in to secure in your browser: (\S+)/.exec(s.gateway.stderr())?.[1];
+    assert.equal(opened, shown, 'the URL opened is the one shown');
+    const url = new URL(opened);
+    assert.equal(url.origin + url.pathname, `${s.oauth.base}/authorize`);
+    assert.equal(url.searchParams.get('tenant'), 'a');
+    assert.equal(url.searchParams.get('quote'), '"x"');
+    assert.ok(url.searchParams.has('b;c'));
+    for (const param of ['client_id', 'state', 'code_challenge', 'redirect_uri', 'resource']) assert.ok(url.searchParams.get(param), `${param} survived`);
+  } finally {
+    await s.close();
+  }
+});
+
+test('a background start of a server nobody used opens no browser; its first call does', { timeout: 60000 }, async () => {
+  const argvFile = join(tempDir(), 'browser-argv');
+  const s = await setup({ env: { BROWSER_ARGV_FILE: argvFile } });
+  try {
+    let secure;
+    for (const until = Date.now() + 20000; Date.now() < until; await new Promise((r) => setTimeout(r, 200))) {
+      const { body } = await call(s.gateway.client, 'list_mcp_servers');
+      secure = body.servers.find((x) => x.name === 'secure');
+      if (secure.status === 'needs sign-in') break;
+    }
+    assert.equal(secure.status, 'needs sign-in', JSON.stringify(secure));
+    assert.match(JSON.stringify(secure), /the first call of one of secure's tools opens its sign-in page, or run `anygpt-discovery auth login secure`/);
+    // Time for a browser the background connect might still start.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(browserRuns(argvFile), []);
+    assert.equal((await s.oauth.admin('stats')).authorizations, 0);
+    // A call needs it: now the sign-in starts, and the call is answered.
+    const first = await s.run('secure', 'whoami');
+    assert.equal(first.content[0].text, 'signed-in user', JSON.stringify(first));
+    assert.equal(browserRuns(argvFile).length, 1);
+  } finally {
+    await s.close();
+  }
+});
+
+test('three idle connections to the loopback listener do not hold up the sign-in callback', { timeout: 60000 }, async (t) => {
+  const timings = join(tempDir(), 'callback-ms');
+  const s = await setup({ env: { BROWSER_IDLE_CONNECTIONS: '3', BROWSER_CALLBACK_MS_FILE: timings } });
+  try {
+    const signedIn = await s.run('secure', 'whoami');
+    assert.equal(signedIn.content[0].text, 'signed-in user', JSON.stringify(signedIn));
+    const [took] = readFileSync(timings, 'utf8').trim().split('\n').map(Number);
+    t.diagnostic(`callback behind 3 idle connections: ${took} ms`);
+    assert.ok(took < 1000, `the callback took ${took} ms behind 3 idle connections`);
+  } finally {
+    await s.close();
   }
 });

@@ -136,17 +136,53 @@ impl Default for SearchSpec {
     }
 }
 
-/// `discovery.security`: what the gateway does with tools its trust checks mark.
+/// `discovery.security`: what the gateway does with tools its trust checks mark, and with the
+/// requests servers send its client.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct SecuritySpec {
-    /// Refuse to execute a tool with poisoning or shadowing warnings until it is trusted.
+    /// Refuse to execute a tool with poisoning or shadowing warnings until it is trusted; also
+    /// refuse (to the server) a forwarded elicitation or sampling request the checks flag.
     #[serde(default)]
     pub block_flagged: bool,
     /// What a tool that changed since it was first seen may do: run (`warn`) or not (`block`).
     #[serde(default)]
     pub on_tool_change: OnToolChange,
+    /// How many elicitation and sampling requests each server may have forwarded to the client.
+    #[serde(default)]
+    pub forwarded: ForwardedLimits,
+}
+
+/// `discovery.security.forwarded`: per server, past either limit a request is refused to the
+/// server at once (a JSON-RPC error saying which limit), never queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct ForwardedLimits {
+    /// Requests of one server waiting for the client's answer at once (0: forward none).
+    #[serde(default = "default_forwarded_concurrent")]
+    pub max_concurrent: u32,
+    /// Requests of one server forwarded in any 60 seconds.
+    #[serde(default = "default_forwarded_per_minute")]
+    pub per_minute: u32,
+}
+
+impl Default for ForwardedLimits {
+    fn default() -> Self {
+        Self {
+            max_concurrent: default_forwarded_concurrent(),
+            per_minute: default_forwarded_per_minute(),
+        }
+    }
+}
+
+fn default_forwarded_concurrent() -> u32 {
+    4
+}
+
+fn default_forwarded_per_minute() -> u32 {
+    30
 }
 
 /// `discovery.security.onToolChange`.

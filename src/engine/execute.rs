@@ -24,8 +24,13 @@ impl State {
     ) -> Result<CallToolResult> {
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
+        // This call needs the server: a sign-in it asks for may open the browser, and one a
+        // background connect did not start starts now.
+        let _sign_in = crate::upstream::sign_in_wanted(server);
         // The tool may wait for its server's first tool list: an abort must not wait with it.
         let cancel = options.cancel.clone().unwrap_or_default();
+        let startup = Duration::from_millis(self.spec_of(handle).startup_timeout_ms());
+        or_cancelled(&cancel, handle.sign_in_for_call(startup)).await;
         let entry = or_cancelled(&cancel, self.find_tool(handle, tool))
             .await
             .ok_or_else(|| cancelled(server, tool))??;

@@ -154,6 +154,18 @@ impl Engine {
             .redacted()
     }
 
+    /// `discovery.security` as loaded (a reload replaces it).
+    #[must_use]
+    pub fn security(&self) -> crate::config::SecuritySpec {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .discovery
+            .security
+            .clone()
+    }
+
     /// Every server with its status and tool counts. Waits for servers still starting.
     pub async fn list_servers(&self) -> Vec<ServerInfo> {
         let state = self.current();

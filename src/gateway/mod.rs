@@ -6,10 +6,13 @@
 //! applies to the engine. `server` is the rmcp handler and the serve loop with its shutdown;
 //! `wire` frames the client connection (answering malformed lines, classified by `inbound`,
 //! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
+//! `forwarded` names, checks and bounds the requests downstream servers send the client during
+//! an `execute_tool` (elicitation, sampling).
 //! Engine errors become `isError` results with the compact JSON body; downstream results of
 //! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
 mod bound;
+mod forwarded;
 mod inbound;
 pub(crate) mod meta_tool;
 mod server;

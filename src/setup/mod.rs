@@ -767,6 +767,7 @@ mod tests {
             home: Some(dir.join("home")),
             config_dir: Some(dir.join("home/.config")),
             config_env: None,
+            state_dir: Some(dir.join("state")),
         }
     }
 

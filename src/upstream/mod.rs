@@ -51,7 +51,9 @@ pub use error::UpstreamError;
 pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
 pub use listing::{DroppedTool, ListingNotes};
 pub(crate) use oauth::keychain::Keychain;
-pub(crate) use oauth::{forget as forget_sign_in, is_waiting as sign_in_waiting, stored_sign_ins, StoredSignIn};
+pub(crate) use oauth::{
+    forget as forget_sign_in, is_waiting as sign_in_waiting, sign_in_wanted, stored_sign_ins, StoredSignIn,
+};
 pub(crate) use remote::{install_crypto_provider, sign_in_now};
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 

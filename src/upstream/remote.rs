@@ -57,15 +57,13 @@ impl Remote {
         })
     }
 
-    /// The same server with sign-ins that wait `wait` for the person (`auth login`).
+    /// The same server with sign-ins that open the browser and wait `wait` for the person
+    /// (`auth login`).
     pub fn with_sign_in_wait(mut self, spec: &ServerSpec, wait: Duration) -> Result<Self, UpstreamError> {
         if self.auth.is_some() {
-            self.auth = Some(Arc::new(Authorizer::new(
-                &spec.name,
-                &self.url,
-                spec.connection.oauth.as_ref(),
-                wait,
-            )?));
+            self.auth = Some(Arc::new(
+                Authorizer::new(&spec.name, &self.url, spec.connection.oauth.as_ref(), wait)?.interactive(),
+            ));
         }
         Ok(self)
     }

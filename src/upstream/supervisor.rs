@@ -605,6 +605,23 @@ impl<C: Connector> Handle<C> {
         !inner.settled_once && matches!(*self.state.borrow(), ServerState::Connecting { .. })
     }
 
+    /// A call needs this server, which a background connect left waiting for a sign-in it did
+    /// not start (`oauth`): connect now — the call's [`super::oauth::sign_in_wanted`] guard
+    /// lets this attempt open the browser — and wait up to `limit` for the outcome. Does
+    /// nothing in any other state, or while a sign-in is already open.
+    pub async fn sign_in_for_call(self: &Arc<Self>, limit: Duration) {
+        {
+            let mut inner = self.lock();
+            let needs_sign_in = matches!(&*self.state.borrow(),
+                ServerState::Backoff { reason, .. } if reason.starts_with(super::oauth::NEEDS_SIGN_IN));
+            if !needs_sign_in || super::oauth::is_waiting(&self.spec.name) {
+                return;
+            }
+            self.begin_connect(&mut inner);
+        }
+        self.wait_settled(limit).await;
+    }
+
     /// Wait until the server is no longer connecting, or `limit` passes.
     pub async fn wait_settled(&self, limit: Duration) {
         let mut rx = self.state.subscribe();
@@ -621,6 +638,8 @@ impl<C: Connector> Handle<C> {
     ) -> Result<CallToolResult, CallError> {
         self.lock().in_flight += 1;
         let _in_flight = InFlight(self);
+        // Someone needs this server now: a sign-in it asks for may open the browser.
+        let _sign_in = super::oauth::sign_in_wanted(&self.spec.name);
         // The call's timeout covers connecting too: a caller who asked for an answer within
         // 5 s must not wait out a 30 s startup first. The connect goes on in its own task.
         let deadline = tokio::time::Instant::now() + timeout;
@@ -682,7 +701,11 @@ impl<C: Connector> Handle<C> {
                     ServerState::Idle | ServerState::Draining => self.connect_unless_retired(&mut inner)?,
                     ServerState::Backoff { reason, until } => {
                         let wait = until.saturating_duration_since(Instant::now());
-                        if !wait.is_zero() {
+                        // A background connect found a sign-in needed and opened nothing; this
+                        // call is who it was for, so it starts one now (unless one is open).
+                        let sign_in_now = reason.starts_with(super::oauth::NEEDS_SIGN_IN)
+                            && !super::oauth::is_waiting(&self.spec.name);
+                        if !wait.is_zero() && !sign_in_now {
                             return Err(UpstreamError::Unavailable { reason, retry_in: wait });
                         }
                         self.connect_unless_retired(&mut inner)?;

@@ -8,9 +8,11 @@ use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::config::SecuritySpec;
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::{Error, Result};
 use crate::gateway::bound::{cut_text, FIELD_BYTES, FORWARDED_REQUEST_BYTES};
+use crate::gateway::forwarded;
 
 pub const NAME: &str = "execute_tool";
 
@@ -54,18 +56,25 @@ impl ExecuteTool {
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
         };
-        // What the server asks its client during the call (elicitation, sampling) goes to ours.
-        let _forwarding = crate::upstream::forward_requests(&self.server, requests_to_client(context));
+        // What the server asks its client during the call (elicitation, sampling) goes to ours,
+        // named, checked and bounded (`gateway::forwarded`).
+        let forwarder = requests_to_client(context, &self.server, engine.security());
+        let _forwarding = crate::upstream::forward_requests(&self.server, forwarder);
         engine.execute(&self.server, &self.tool, self.arguments, options).await
     }
 }
 
-/// Forward a downstream server's request to the client, when the client declared the
-/// capability it needs; refuse it with the reason otherwise.
-fn requests_to_client(context: &RequestContext<RoleServer>) -> crate::upstream::RequestForwarder {
+/// Forward `server`'s request to the client, when the client declared the capability it needs
+/// and the server is within `security.forwarded`; refuse it with the reason otherwise.
+fn requests_to_client(
+    context: &RequestContext<RoleServer>,
+    server: &str,
+    security: SecuritySpec,
+) -> crate::upstream::RequestForwarder {
     let peer = context.peer.clone();
+    let (server, security) = (Arc::<str>::from(server), Arc::new(security));
     Arc::new(move |request: ServerRequest| {
-        let peer = peer.clone();
+        let (peer, server, security) = (peer.clone(), server.clone(), security.clone());
         Box::pin(async move {
             let capabilities = peer
                 .peer_info()
@@ -83,7 +92,10 @@ fn requests_to_client(context: &RequestContext<RoleServer>) -> crate::upstream::
                     None,
                 ));
             }
+            // Held until the client answers: it counts toward `maxConcurrent` meanwhile.
+            let _admitted = forwarded::admit(&server, what, security.forwarded)?;
             let request = fit_for_client(request, what)?;
+            let request = forwarded::attribute(request, &server, what, &security)?;
             match peer.send_request(request).await {
                 Ok(answer) => Ok::<ClientResult, ErrorData>(answer),
                 Err(ServiceError::McpError(error)) => Err(error),

@@ -16,11 +16,14 @@
 //! waits for the loopback callback in the background for [`SIGN_IN_WINDOW`]; the connect or
 //! call that needed it waits only part of its own time limit, then fails with a
 //! [`NEEDS_SIGN_IN`] error naming the command that fixes it, and the next attempt picks up
-//! the sign-in the person finished meanwhile. Tokens live in `store` (the OS keychain, else an
-//! owner-only file; per server and resource), registered as secrets of their server, beside the
-//! client registered dynamically at each authorization server: a restart reuses that client
-//! (on the loopback port it was registered with) instead of registering another, and drops it
-//! when the authorization server answers `invalid_client`.
+//! the sign-in the person finished meanwhile. A browser opens only for someone who needs the
+//! server: a call of its tools in flight ([`sign_in_wanted`]) or `auth login`; a background
+//! connect of a server nobody used fails at once with [`NEEDS_SIGN_IN`] instead (it still joins
+//! a sign-in already open, and still refreshes a token silently). Tokens live in `store` (the
+//! OS keychain, else an owner-only file; per server and resource), registered as secrets of
+//! their server, beside the client registered dynamically at each authorization server: a
+//! restart reuses that client (on the loopback port it was registered with) instead of
+//! registering another, and drops it when the authorization server answers `invalid_client`.
 //!
 //! rmcp's `AuthClient` (its transport wrapper) is not used: it refreshes on a 401 but leaves
 //! sign-in and step-up to the caller, and ours must sit inside our own HTTP client
@@ -112,6 +115,8 @@ pub(crate) struct Authorizer {
     /// Held while deciding whether to start a sign-in, so concurrent 401s start one.
     starting: tokio::sync::Mutex<()>,
     wait: Duration,
+    /// Whether this authorizer may open a browser with no call in flight (`auth login`).
+    interactive: bool,
     /// Why the last sign-in did not give a token (read by the connect that needed it).
     failure: Mutex<Option<String>>,
 }
@@ -138,8 +143,16 @@ impl Authorizer {
             store_read: std::sync::atomic::AtomicBool::new(false),
             starting: tokio::sync::Mutex::default(),
             wait,
+            interactive: false,
             failure: Mutex::default(),
         })
+    }
+
+    /// The same authorizer for a person at a terminal (`auth login`): it opens the browser
+    /// whether or not a call needs the server.
+    pub(crate) fn interactive(mut self) -> Self {
+        self.interactive = true;
+        self
     }
 
     /// The access token to send, refreshed first when it expired; `None` before any sign-in
@@ -201,7 +214,9 @@ impl Authorizer {
                 let _starting = self.starting.lock().await;
                 match pending_for(&self.server) {
                     Some(pending) => pending,
-                    None => self.start(challenge).await?,
+                    None if self.interactive || is_wanted(&self.server) => self.start(challenge).await?,
+                    // A background connect: nobody is there to sign in, so nothing opens.
+                    None => return Err(AuthError::AuthorizationFailed(sign_in_not_started_text(&self.server))),
                 }
             };
             match tokio::time::timeout_at(deadline, pending.finished()).await {
@@ -283,6 +298,10 @@ impl Authorizer {
     async fn start(&self, challenge: &str) -> Result<Arc<Pending>, AuthError> {
         let mut manager = self.new_manager().await?;
         let resolution = manager.resolve_metadata_from_challenge(Some(challenge)).await?;
+        if self.settings.grant != OAuthGrant::ClientCredentials {
+            // Before registering a client there: a page we would not open makes it useless.
+            browser::SignInPage::check(&self.server, &resolution.metadata.authorization_endpoint)?;
+        }
         let registration = self
             .registers_dynamically(&resolution.metadata)
             .then(|| registration_key(&resolution.metadata));
@@ -313,12 +332,12 @@ impl Authorizer {
             issuer,
             client_id: client.client_id,
         });
-        let url = session.get_authorization_url().to_owned();
-        let state = Url::parse(&url)
+        let page = browser::SignInPage::check(&self.server, session.get_authorization_url())?;
+        let state = Url::parse(page.as_str())
             .ok()
             .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
             .ok_or_else(|| AuthError::InternalError("the authorization URL has no state".into()))?;
-        browser::open(&url, &self.server);
+        browser::open(&page, &self.server);
         let (done, finished) = watch::channel(None);
         let pending = Arc::new(Pending { finished });
         register_pending(&self.server, &pending);
@@ -541,6 +560,14 @@ pub(crate) fn needs_sign_in_text(server: &str) -> String {
     )
 }
 
+/// What a server says when a background connect found it needs a sign-in and opened nothing.
+pub(crate) fn sign_in_not_started_text(server: &str) -> String {
+    format!(
+        "{NEEDS_SIGN_IN}: the first call of one of {server}'s tools opens its sign-in page, or run \
+         `anygpt-discovery auth login {server}`"
+    )
+}
+
 /// The key a server's tokens are kept under: its URL without query or fragment (the
 /// resource the tokens are for, RFC 8707).
 fn resource_key(url: &Url) -> String {
@@ -569,6 +596,47 @@ impl Pending {
             Err(_) => Err(SignInFailed::Failed("the sign-in ended".to_owned())),
         }
     }
+}
+
+/// Calls in flight that may start a sign-in, by server.
+static WANTED: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
+
+/// While the guard lives, a sign-in `server` asks for may open the browser: a call of its
+/// tools needs it.
+#[must_use]
+pub(crate) fn sign_in_wanted(server: &str) -> SignInWanted {
+    *WANTED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get_or_insert_with(HashMap::new)
+        .entry(server.to_owned())
+        .or_default() += 1;
+    SignInWanted(server.to_owned())
+}
+
+/// A call that may start a sign-in of its server; see [`sign_in_wanted`].
+pub(crate) struct SignInWanted(String);
+
+impl Drop for SignInWanted {
+    fn drop(&mut self) {
+        let mut wanted = WANTED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(map) = wanted.as_mut() {
+            if let Some(count) = map.get_mut(&self.0) {
+                *count -= 1;
+                if *count == 0 {
+                    map.remove(&self.0);
+                }
+            }
+        }
+    }
+}
+
+fn is_wanted(server: &str) -> bool {
+    WANTED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .is_some_and(|m| m.contains_key(server))
 }
 
 /// Sign-ins waiting for a browser, by server: a reconnect or a second request joins the one
@@ -689,6 +757,13 @@ mod tests {
         assert!(text.contains("`anygpt-discovery auth login linear`"));
         // Kept whole when it travels as an auth error.
         assert_eq!(auth_error_text(&AuthError::AuthorizationFailed(text.clone())), text);
+        let unopened = sign_in_not_started_text("linear");
+        assert!(unopened.starts_with(NEEDS_SIGN_IN));
+        assert!(unopened.contains("`anygpt-discovery auth login linear`"));
+        assert_eq!(
+            auth_error_text(&AuthError::AuthorizationFailed(unopened.clone())),
+            unopened
+        );
     }
 
     #[test]
