@@ -332,9 +332,9 @@ where
     }
 }
 
-/// Every page of `tools/list`, read tool by tool ([`listing`](super::listing)): invalid
+/// Every page of `tools/list`, read tool by tool ([`listing`]): invalid
 /// tools dropped with their reasons, names served once, and no page asked for once
-/// [`MAX_TOOLS`] are kept. rmcp's `list_all_tools` follows cursors without end and fails the
+/// [`MAX_TOOLS`](listing::MAX_TOOLS) are kept. rmcp's `list_all_tools` follows cursors without end and fails the
 /// whole list over one bad tool; here a repeated cursor is a protocol error at once, and
 /// `pages` has what the stdio transport left out of the pages it read itself.
 pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>, pages: &PagesRead) -> Result<Listing, UpstreamError> {

@@ -626,6 +626,7 @@ mod tests {
             .unwrap();
         assert_eq!(read.dropped[0].name, "#2");
         assert!(!read.unread);
+        assert_eq!(read.dropped_count, 1);
         // An error answer to a listing is rmcp's to read.
         lock(&awaited.lists).insert(NumberOrString::Number(4));
         let error = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"no"}}"#;
