@@ -106,6 +106,23 @@ describe('tool lists', () => {
   });
 });
 
+describe('pages without end', () => {
+  test('empty pages under ever new cursors fail the start after 1,000 pages, naming why', async () => {
+    const gateway = await gatewayWith([listingServer('pager', ['--empty-pages']), listingServer('fine')]);
+    try {
+      const started = performance.now();
+      const servers = await serversOf(gateway.client);
+      const pager = servers.find((s) => s.name === 'pager');
+      assert.equal(pager.status, 'error', JSON.stringify(pager));
+      assert.match(pager.error, /more than 1000 pages of tools\/list/);
+      assert.ok(performance.now() - started < 30_000, 'long before its 60 s startup budget');
+      assert.equal(servers.find((s) => s.name === 'fine').toolCount, 20);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+});
+
 describe('a name listed twice (Node API)', () => {
   test('the first is served, the second reported once, and no tool is flagged changed', async () => {
     process.env.ANYGPT_DISCOVERY_CACHE_DIR = tempDir('anygpt-discovery-cache-');
