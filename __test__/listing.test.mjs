@@ -89,6 +89,21 @@ describe('tool lists', () => {
     }
   });
 
+  test('100,000 tools in one page of 27 MB (past the 16 MiB line cap): the first 10,000 served', async () => {
+    const gateway = await gatewayWith([listingServer('long', ['--count', '100000', '--pad', '150'])]);
+    try {
+      const [long] = await serversOf(gateway.client);
+      assert.equal(long.status, 'connected', JSON.stringify(long));
+      assert.equal(long.toolCount, 10_000);
+      assert.equal(long.toolsCutAt, 10_000);
+      const rss = peakRssMib(gateway.child.pid);
+      console.log(`gateway peak RSS with a 27 MB page: ${rss.toFixed(0)} MiB`);
+      assert.ok(rss < 512, `peak RSS ${rss.toFixed(0)} MiB`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('paged past the cap: no page after the 10,000th tool is asked for', async () => {
     const log = join(tempDir(), 'pages.log');
     const gateway = await gatewayWith([
