@@ -107,8 +107,9 @@ describe('downstream texts over the client limit (10 MiB in the official client)
 
   test('a 20 MiB tool list and a 20 MiB error message do not end the session', async () => {
     // Lines over 16 MiB from a server are dropped on the way in (the upstream transport's
-    // limit): the list never arrives and the call times out. What counts here is that the
-    // client's session survives and every answer stays bounded.
+    // limit), but for a page of tools (read up to 64 MiB): the 20 MiB list arrives and its
+    // description is cut, the 20 MiB error does not and the call times out. What counts here
+    // is that the client's session survives and every answer stays bounded.
     const gateway = await startGateway(writeConfig({
       discovery: {
         servers: [

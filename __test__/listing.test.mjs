@@ -89,6 +89,21 @@ describe('tool lists', () => {
     }
   });
 
+  test('100,000 tools in one page of 27 MB (past the 16 MiB line cap): the first 10,000 served', async () => {
+    const gateway = await gatewayWith([listingServer('long', ['--count', '100000', '--pad', '150'])]);
+    try {
+      const [long] = await serversOf(gateway.client);
+      assert.equal(long.status, 'connected', JSON.stringify(long));
+      assert.equal(long.toolCount, 10_000);
+      assert.equal(long.toolsCutAt, 10_000);
+      const rss = peakRssMib(gateway.child.pid);
+      console.log(`gateway peak RSS with a 27 MB page: ${rss.toFixed(0)} MiB`);
+      assert.ok(rss < 512, `peak RSS ${rss.toFixed(0)} MiB`);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+
   test('paged past the cap: no page after the 10,000th tool is asked for', async () => {
     const log = join(tempDir(), 'pages.log');
     const gateway = await gatewayWith([
@@ -100,6 +115,23 @@ describe('tool lists', () => {
       assert.equal(paged.toolsCutAt, 10_000);
       const asked = readFileSync(log, 'utf8').trim().split('\n');
       assert.deepEqual(asked, ['(first)', ...Array.from({ length: 9 }, (_, i) => String((i + 1) * 1000))]);
+    } finally {
+      await gateway.client.close();
+    }
+  });
+});
+
+describe('pages without end', () => {
+  test('empty pages under ever new cursors fail the start after 1,000 pages, naming why', async () => {
+    const gateway = await gatewayWith([listingServer('pager', ['--empty-pages']), listingServer('fine')]);
+    try {
+      const started = performance.now();
+      const servers = await serversOf(gateway.client);
+      const pager = servers.find((s) => s.name === 'pager');
+      assert.equal(pager.status, 'error', JSON.stringify(pager));
+      assert.match(pager.error, /more than 1000 pages of tools\/list/);
+      assert.ok(performance.now() - started < 30_000, 'long before its 60 s startup budget');
+      assert.equal(servers.find((s) => s.name === 'fine').toolCount, 20);
     } finally {
       await gateway.client.close();
     }

@@ -69,6 +69,39 @@ pub(crate) fn id_at_end(tail: &[u8]) -> Option<Value> {
     None
 }
 
+/// Whether `line` (the first bytes of one) is an answer whose `result` is an object with a
+/// `tools` member at its top level, before the bytes end: a page of `tools/list`.
+pub(crate) fn is_tools_page(line: &[u8]) -> bool {
+    let at = skip_ws(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return false;
+    }
+    let mut tools = false;
+    let mut method = false;
+    each_member(line, at + 1, |key, value| match key {
+        b"method" => method = true,
+        b"result" if line.get(value) == Some(&b'{') => {
+            each_member(line, value + 1, |key, _| tools |= key == b"tools");
+        }
+        _ => {}
+    });
+    tools && !method
+}
+
+/// Call `f` with each `"key": value` member (the key, where its value starts) of the object
+/// whose members start at `at`, as far as they read.
+fn each_member(line: &[u8], mut at: usize, mut f: impl FnMut(&[u8], usize)) {
+    while let Some((key, value, end)) = member(line, at) {
+        f(key, value);
+        let Some(end) = end else { return };
+        at = skip_ws(line, end);
+        if line.get(at) != Some(&b',') {
+            return;
+        }
+        at += 1;
+    }
+}
+
 /// Whether the rest of `line` from `at` is `(, "key": value)*` then `}` and nothing more.
 fn closes_object(line: &[u8], mut at: usize) -> bool {
     loop {
@@ -214,6 +247,20 @@ mod tests {
         let head = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"aaaa"#;
         let found = scan(head);
         assert_eq!((found.id, found.answer), (Some(json!(7)), true));
+    }
+
+    #[test]
+    fn a_page_of_tools_is_told_from_its_first_bytes() {
+        assert!(is_tools_page(br#"{"result":{"tools":[{"name":"a","inputSchema":{"#));
+        assert!(is_tools_page(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"nextCursor":"x","tools":[{"#
+        ));
+        assert!(!is_tools_page(br#"{"result":{"content":[{"type":"text","text":"tools"#));
+        assert!(!is_tools_page(br#"{"id":1,"method":"x","result":{"tools":[]}}"#));
+        assert!(
+            !is_tools_page(br#"{"result":{"a":{"tools":[]},"#),
+            "only the result's own members"
+        );
     }
 
     #[test]

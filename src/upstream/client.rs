@@ -332,16 +332,22 @@ where
     }
 }
 
-/// Every page of `tools/list`, read tool by tool ([`listing`](super::listing)): invalid
-/// tools dropped with their reasons, names served once, and no page asked for once
-/// [`MAX_TOOLS`] are kept. rmcp's `list_all_tools` follows cursors without end and fails the
-/// whole list over one bad tool; here a repeated cursor is a protocol error at once, and
-/// `pages` has what the stdio transport left out of the pages it read itself.
+/// Most `tools/list` pages read for one listing: a server paging out empty pages under ever
+/// new cursors would otherwise be listed until the startup budget ends.
+const MAX_PAGES: usize = 1_000;
+
+/// Every page of `tools/list`, read tool by tool ([`listing`]): invalid tools dropped with
+/// their reasons, names served once, and no page asked for once
+/// [`MAX_TOOLS`](listing::MAX_TOOLS) are kept. rmcp's `list_all_tools` follows cursors
+/// without end and fails the whole list over one bad tool; here a repeated cursor, or more
+/// than [`MAX_PAGES`] pages, is a protocol error at once. `pages` has what the stdio transport
+/// left out of the pages it read itself.
 pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>, pages: &PagesRead) -> Result<Listing, UpstreamError> {
     let mut listing = ListingBuilder::default();
+    // Hashes, not the cursors: a server chooses their length.
     let mut seen = std::collections::HashSet::new();
     let mut cursor = None;
-    loop {
+    for _ in 0..MAX_PAGES {
         let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
         let request = ClientRequest::ListToolsRequest(ListToolsRequest::with_param(params));
         let handle = peer
@@ -363,7 +369,7 @@ pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>, pages: &PagesRead)
                 listing.cut();
                 return Ok(listing.finish());
             }
-            Some(next) if !seen.insert(next.clone()) => {
+            Some(next) if !seen.insert(cursor_hash(&next)) => {
                 return Err(UpstreamError::protocol(
                     "the server sent the same tools/list cursor twice (its pages would never end)",
                 ))
@@ -371,6 +377,14 @@ pub(super) async fn list_tools(peer: &rmcp::Peer<RoleClient>, pages: &PagesRead)
             Some(next) => cursor = Some(next),
         }
     }
+    Err(UpstreamError::protocol(format!(
+        "the server sent more than {MAX_PAGES} pages of tools/list without reaching its end"
+    )))
+}
+
+fn cursor_hash(cursor: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(cursor)
 }
 
 /// Offer one answer's tools to `listing`; its `nextCursor`. rmcp reads an answer with one

@@ -40,6 +40,10 @@ use super::listing::{self, PagesRead};
 /// rmcp's own limit for one incoming line; longer lines are dropped (the request they answer
 /// fails), the session stays open.
 pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// Longest line read when it is a page of tools answering our `tools/list`: a server with
+/// tens of thousands of tools may send them in one page longer than [`MAX_LINE_BYTES`], and
+/// the first [`MAX_TOOLS`](super::listing::MAX_TOOLS) of them are still served.
+pub(crate) const MAX_PAGE_BYTES: usize = 64 * 1024 * 1024;
 /// How much of each end of an oversized line is kept to find its id: the members before and
 /// after one huge value.
 const KEPT_END_BYTES: usize = 64 * 1024;
@@ -89,10 +93,22 @@ where
         },
     );
     // A read error ends the stream, and so the session (rmcp does the same).
-    let stream = FramedRead::new(read, LineDecoder::new(MAX_LINE_BYTES))
+    let lists = calls.lists.clone();
+    let decoder = LineDecoder::new(MAX_LINE_BYTES).longer_for(MAX_PAGE_BYTES, move |head| {
+        !lock(&lists).is_empty() && crate::lenient_json::is_tools_page(head)
+    });
+    let stream = FramedRead::new(read, decoder)
         .take_while(|line| futures::future::ready(line.is_ok()))
         .filter_map(move |line| {
             let message = match line {
+                // Only a page of tools may be longer (see `LineDecoder::longer_for`).
+                Ok(Line::Complete(bytes)) if bytes.len() > MAX_LINE_BYTES + 1 => {
+                    let head = &bytes[..KEPT_END_BYTES];
+                    std::str::from_utf8(&bytes)
+                        .ok()
+                        .and_then(|text| parse_direct(text.trim_end(), &calls, true))
+                        .or_else(|| oversized_answer(head, &bytes[bytes.len() - KEPT_END_BYTES..], MAX_LINE_BYTES))
+                }
                 Ok(Line::Complete(bytes)) => parse(&bytes, &calls, &server),
                 Ok(Line::Oversized { head, tail }) => {
                     tracing::warn!(server = %server, "dropping a message over {MAX_LINE_BYTES} bytes");
@@ -125,7 +141,13 @@ struct LineDecoder {
     searched: usize,
     /// Dropping the rest of an oversized line, whose first bytes are these.
     discarding: Option<Bytes>,
+    /// A longer limit, for the lines whose first bytes this accepts.
+    longer: Option<(usize, LongerIf)>,
+    /// The limit of the line being read, once it has passed `max` (`None`: not yet).
+    line_max: Option<usize>,
 }
+
+type LongerIf = Box<dyn Fn(&[u8]) -> bool + Send>;
 
 impl LineDecoder {
     fn new(max: usize) -> Self {
@@ -134,7 +156,24 @@ impl LineDecoder {
             kept: KEPT_END_BYTES.min(max),
             searched: 0,
             discarding: None,
+            longer: None,
+            line_max: None,
         }
+    }
+
+    /// Read lines up to `max` long when `accepts` their first bytes.
+    fn longer_for(mut self, max: usize, accepts: impl Fn(&[u8]) -> bool + Send + 'static) -> Self {
+        self.longer = Some((max, Box::new(accepts)));
+        self
+    }
+
+    /// The limit of the line starting `line` (decided once, when it first passes `max`).
+    fn limit(&mut self, line: &[u8]) -> usize {
+        let max = self.max;
+        *self.line_max.get_or_insert_with(|| match &self.longer {
+            Some((longer, accepts)) if accepts(&line[..line.len().min(KEPT_END_BYTES)]) => *longer,
+            _ => max,
+        })
     }
 
     fn oversized(&self, head: Bytes, line: &[u8]) -> Line {
@@ -156,16 +195,18 @@ impl Decoder for LineDecoder {
             let line = buf.split_to(length + 1);
             self.searched = 0;
             let body = &line[..length];
+            let limit = if length > self.max { self.limit(body) } else { self.max };
+            self.line_max = None;
             return Ok(Some(match self.discarding.take() {
                 Some(head) => self.oversized(head, body),
-                None if length > self.max => {
+                None if length > limit => {
                     let head = Bytes::copy_from_slice(&body[..self.kept.min(length)]);
                     self.oversized(head, body)
                 }
                 None => Line::Complete(line),
             }));
         }
-        if self.discarding.is_none() && buf.len() > self.max {
+        if self.discarding.is_none() && buf.len() > self.max && buf.len() > self.limit(buf) {
             self.discarding = Some(Bytes::copy_from_slice(&buf[..self.kept.min(buf.len())]));
         }
         if self.discarding.is_some() {
@@ -184,6 +225,7 @@ impl Decoder for LineDecoder {
             buf.clear();
             self.searched = 0;
             self.discarding = None;
+            self.line_max = None;
         }
         Ok(line)
     }
@@ -225,7 +267,7 @@ fn parse(line: &[u8], calls: &Awaited, server: &str) -> Option<ServerJsonRpcMess
     }
     if let Some(message) = std::str::from_utf8(line)
         .ok()
-        .and_then(|text| parse_call_answer(text, calls))
+        .and_then(|text| parse_direct(text, calls, false))
     {
         return Some(message);
     }
@@ -314,7 +356,7 @@ pub(super) fn is_unreadable_answer(error: &ErrorData) -> bool {
 /// The direct parse: an answer (with a `result`) to a tracked `tools/call` id whose result
 /// reads as a `CallToolResult`, or to a tracked `tools/list` id whose result is a page of
 /// tools. Errors and anything unexpected return `None` for rmcp to read.
-fn parse_call_answer(line: &str, awaited: &Awaited) -> Option<ServerJsonRpcMessage> {
+fn parse_direct(line: &str, awaited: &Awaited, lists_only: bool) -> Option<ServerJsonRpcMessage> {
     let envelope: Envelope = serde_json::from_str(line).ok()?;
     // A request from the server may reuse one of our ids: it is not an answer.
     if envelope.method.is_some() {
@@ -322,7 +364,7 @@ fn parse_call_answer(line: &str, awaited: &Awaited) -> Option<ServerJsonRpcMessa
     }
     let id = envelope.id?;
     // An answer ends the request, error or not; only a clean result takes the direct path.
-    let result = if lock(&awaited.calls).remove(&id) {
+    let result = if !lists_only && lock(&awaited.calls).remove(&id) {
         let result: CallToolResult =
             serde_json::from_str(envelope.error.is_none().then_some(envelope.result?)?.get()).ok()?;
         ServerResult::CallToolResult(result)
@@ -372,7 +414,7 @@ mod tests {
             "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}",
         ];
         for line in lines {
-            let direct = parse_call_answer(line.trim_start_matches('\u{feff}'), &tracked(&[7]));
+            let direct = parse_direct(line.trim_start_matches('\u{feff}'), &tracked(&[7]), false);
             assert!(direct.is_some(), "{line}");
             let rmcp: ServerJsonRpcMessage = serde_json::from_str(line.trim_start_matches('\u{feff}')).unwrap();
             assert!(
@@ -391,9 +433,9 @@ mod tests {
     fn only_tracked_ids_take_the_direct_path_and_only_once() {
         let calls = tracked(&[1]);
         let line = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
-        assert!(parse_call_answer(line, &calls).is_some());
+        assert!(parse_direct(line, &calls, false).is_some());
         assert!(
-            parse_call_answer(line, &calls).is_none(),
+            parse_direct(line, &calls, false).is_none(),
             "the id is forgotten once answered"
         );
         // Untracked: rmcp reads it (here as whichever result type it picks).
@@ -429,13 +471,13 @@ mod tests {
         // A result next to an error, a wrong version, a request reusing our id: not answers.
         let both = r#"{"jsonrpc":"2.0","id":4,"result":{"content":[]},"error":{"code":1,"message":"x"}}"#;
         let calls = tracked(&[4]);
-        assert!(parse_call_answer(both, &calls).is_none());
+        assert!(parse_direct(both, &calls, false).is_none());
         assert!(!lock(&calls.calls).contains(&NumberOrString::Number(4)));
         let version = r#"{"jsonrpc":"1.0","id":5,"result":{"content":[]}}"#;
-        assert!(parse_call_answer(version, &tracked(&[5])).is_none());
+        assert!(parse_direct(version, &tracked(&[5]), false).is_none());
         let request = r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#;
         let calls = tracked(&[6]);
-        assert!(parse_call_answer(request, &calls).is_none());
+        assert!(parse_direct(request, &calls, false).is_none());
         assert!(
             lock(&calls.calls).contains(&NumberOrString::Number(6)),
             "the call still waits for its answer"
@@ -511,6 +553,28 @@ mod tests {
                 complete(b"ok again\n")
             ]
         );
+    }
+
+    /// A page of tools may be longer than other lines, whole or in pieces; no line is longer
+    /// than the longer limit.
+    #[tokio::test]
+    async fn a_page_of_tools_may_be_longer() {
+        use tokio::io::AsyncWriteExt;
+        let tools = format!("tools{}\n", "t".repeat(20));
+        let other = format!("other{}\n", "o".repeat(20));
+        let huge = format!("tools{}\n", "t".repeat(40));
+        for pipe in [4, 1024] {
+            let (mut writer, reader) = tokio::io::duplex(pipe);
+            let input = format!("{tools}{other}{huge}ok\n");
+            tokio::spawn(async move { writer.write_all(input.as_bytes()).await.unwrap() });
+            let decoder = LineDecoder::new(10).longer_for(30, |head| head.starts_with(b"tools"));
+            let got: Vec<Line> = FramedRead::new(reader, decoder).map(Result::unwrap).collect().await;
+            assert_eq!(got.len(), 4, "{got:?}");
+            assert_eq!(got[0], Line::Complete(BytesMut::from(tools.as_bytes())), "pipe {pipe}");
+            assert!(matches!(got[1], Line::Oversized { .. }), "pipe {pipe}: {got:?}");
+            assert!(matches!(got[2], Line::Oversized { .. }), "pipe {pipe}: {got:?}");
+            assert_eq!(got[3], Line::Complete(BytesMut::from(&b"ok\n"[..])), "pipe {pipe}");
+        }
     }
 
     #[tokio::test]
@@ -626,6 +690,7 @@ mod tests {
             .unwrap();
         assert_eq!(read.dropped[0].name, "#2");
         assert!(!read.unread);
+        assert_eq!(read.dropped_count, 1);
         // An error answer to a listing is rmcp's to read.
         lock(&awaited.lists).insert(NumberOrString::Number(4));
         let error = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"no"}}"#;

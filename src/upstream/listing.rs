@@ -89,12 +89,23 @@ pub struct Listing {
     pub notes: ListingNotes,
 }
 
-/// One page's tools as read by the transport, before the listing sees them: the tools that
-/// read as tools, the ones that did not, and whether some were left unread (past the cap).
+/// What the transport left out of one page it read, before the listing sees it: the tools
+/// that did not read as tools (the first [`MAX_NAMED_DROPS`] named, all counted), and whether
+/// some were left unread (past the cap).
 #[derive(Debug, Default)]
 pub(super) struct PageRead {
     pub dropped: Vec<DroppedTool>,
+    pub dropped_count: usize,
     pub unread: bool,
+}
+
+impl PageRead {
+    fn drop_tool(&mut self, dropped: DroppedTool) {
+        self.dropped_count += 1;
+        if self.dropped.len() < MAX_NAMED_DROPS {
+            self.dropped.push(dropped);
+        }
+    }
 }
 
 /// What the stdio transport left out of the `tools/list` pages it read, by request, until
@@ -137,7 +148,7 @@ pub(super) fn read_json_page(result: &str) -> Option<(ListToolsResult, PageRead)
         }
         match tool_from_json(index, text.get()) {
             Ok(tool) => tools.push(tool),
-            Err(dropped) => read.dropped.push(dropped),
+            Err(dropped) => read.drop_tool(dropped),
         }
     }
     let mut result = ListToolsResult::with_all_items(tools);
@@ -177,9 +188,11 @@ impl ListingBuilder {
 
     /// What a transport left out of one page.
     pub fn note_page(&mut self, page: PageRead) {
+        let unnamed = page.dropped_count - page.dropped.len();
         for dropped in page.dropped {
             self.listing.notes.drop_tool(dropped);
         }
+        self.listing.notes.dropped_count += unnamed;
         if page.unread {
             self.cut();
         }
@@ -406,6 +419,24 @@ mod tests {
         assert_eq!(listing.tools[0].name, "t0");
         assert_eq!(listing.notes.cut_at, Some(MAX_TOOLS));
         assert!(!listing.notes.is_empty());
+    }
+
+    #[test]
+    fn a_page_of_text_keeps_twenty_drops_and_counts_the_rest() {
+        let tools: Vec<String> = (0..30)
+            .map(|i| format!(r#"{{"name":"t{i}","inputSchema":5}}"#))
+            .collect();
+        let page = format!(
+            r#"{{"tools":[{},{{"name":"ok","inputSchema":{{}}}}]}}"#,
+            tools.join(",")
+        );
+        let (result, read) = read_json_page(&page).unwrap();
+        assert_eq!(result.tools.len(), 1);
+        assert_eq!((read.dropped.len(), read.dropped_count), (MAX_NAMED_DROPS, 30));
+        let mut builder = ListingBuilder::default();
+        builder.note_page(read);
+        let notes = builder.finish().notes;
+        assert_eq!((notes.dropped.len(), notes.dropped_count), (MAX_NAMED_DROPS, 30));
     }
 
     #[test]

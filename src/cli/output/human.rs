@@ -132,7 +132,7 @@ fn left_out(server: &ServerInfo, width: usize) -> String {
     }
     let count = server.dropped_count.unwrap_or(server.dropped_tools.len());
     if count > 0 {
-        let _ = writeln!(out, "  Dropped {}:", plural(count, "invalid tool"));
+        let _ = writeln!(out, "  Dropped {}:", plural(count, "tool"));
         for dropped in &server.dropped_tools {
             out.push_str(&wrap(&format!("{}: {}", dropped.name, dropped.reason), "    ", width));
         }
@@ -520,7 +520,7 @@ mod tests {
             servers(&[server], false, true, PLAIN, 80),
             "MCP Servers (1 configured):\n\n✓ big (10000 tools)\n  \
              Only the first 10000 tools are served: the server lists more.\n  \
-             Dropped 3 invalid tools:\n    \
+             Dropped 3 tools:\n    \
              t7: its `inputSchema` is a string, not a JSON Schema object\n    \
              … and 2 more\n"
         );
