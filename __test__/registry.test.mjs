@@ -4,22 +4,28 @@
 // Its server.json documents are the official registry repository's examples
 // (modelcontextprotocol/registry, docs/reference/server-json/generic-server-json.md, MIT
 // License, Copyright (c) 2025 GitHub): "Basic Server with NPM Package" (brave-search), "Python
-// Package Example" (weather-mcp) and the remote of "Server with Remote and Package Options"
+// Package Example" (weather-mcp, made the time server below) and the remote of "Server with Remote and Package Options"
 // (hybrid-mcp, X-API-Key header). Changed so they run here: the npm package is the installed
 // server-everything (its version, `stdio` argument), the remote's URL is a local
-// server-everything over streamable HTTP.
+// server-everything over streamable HTTP, the PyPI package the reference server
+// mcp-server-time, which runs for real through `uvx` (uv from PyPI; `npm test` installs it
+// into .ci/uv when it is not on PATH, see scripts/uv.mjs) and is downloaded from PyPI on its
+// first start.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { bin, connect, isolatedEnv, root, serverPaths, writeConfig } from './helpers.mjs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { delimiter, join } from 'node:path';
+import { bin, call, connect, isolatedEnv, root, serverPaths, writeConfig } from './helpers.mjs';
+import { installedUvBin } from '../scripts/uv.mjs';
 
 const everythingVersion = JSON.parse(readFileSync(join(root, 'node_modules/@modelcontextprotocol/server-everything/package.json'), 'utf8')).version;
 const BRAVE_KEY = 'BSA-test-1f6c0e4d9a2b7e35';
 const REMOTE_KEY = 'rk-test-77d01c9e4b2a6f83';
+// `npm test` puts uvx on PATH; run alone after it, the test finds the one it installed.
+const pathWithUvx = [installedUvBin(root), process.env.PATH].filter(Boolean).join(delimiter);
 
 function braveSearch() {
   return {
@@ -42,22 +48,28 @@ function braveSearch() {
   };
 }
 
-const weather = {
+// The "Python Package Example" pointed at a real PyPI server: the official reference server
+// mcp-server-time (modelcontextprotocol/servers, MIT License), which uvx downloads from PyPI
+// when the gateway starts it. Its required secret variable is the example's (the time server
+// ignores it): it shows a PyPI server's secret written as a reference only.
+const TIME_VERSION = '2026.10.19';
+const time = {
   $schema: 'https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json',
-  name: 'io.github.example/weather-mcp',
-  description: 'Python MCP server for weather data access',
-  title: 'Weather',
-  version: '0.5.0',
+  name: 'io.github.modelcontextprotocol/time',
+  description: 'A Model Context Protocol server providing tools for time queries and timezone conversions',
+  title: 'Time',
+  version: TIME_VERSION,
   packages: [{
     registryType: 'pypi',
     registryBaseUrl: 'https://pypi.org',
-    identifier: 'weather-mcp-server',
-    version: '0.5.0',
+    identifier: 'mcp-server-time',
+    version: TIME_VERSION,
     runtimeHint: 'uvx',
     transport: { type: 'stdio' },
+    packageArguments: [{ type: 'named', name: '--local-timezone', description: 'IANA timezone used as the local one', value: 'UTC' }],
     environmentVariables: [
-      { name: 'WEATHER_API_KEY', description: 'API key for weather service', isRequired: true, isSecret: true },
-      { name: 'WEATHER_UNITS', description: 'Temperature units (celsius, fahrenheit)', default: 'celsius' },
+      { name: 'TIME_API_KEY', description: 'API key for the time service', isRequired: true, isSecret: true },
+      { name: 'TIME_FORMAT', description: 'Output format', default: 'iso' },
     ],
   }],
 };
@@ -150,7 +162,7 @@ describe('add, remove and registry search against a local registry', () => {
   let remote;
   before(async () => {
     remote = await startHttpEverything();
-    registry = await startRegistry([braveSearch(), weather, hybrid(remote.url)]);
+    registry = await startRegistry([braveSearch(), time, hybrid(remote.url)]);
   });
   after(() => {
     registry.close();
@@ -170,26 +182,26 @@ describe('add, remove and registry search against a local registry', () => {
     assert.equal(none.status, 2);
     // The config's `discovery.registry` names it too.
     const config = writeConfig({ discovery: { servers: [], registry: registry.url } });
-    const configured = await run(env, ['registry', 'search', 'weather', '--config', config, '--json']);
+    const configured = await run(env, ['registry', 'search', 'time', '--config', config, '--json']);
     assert.equal(configured.status, 0, configured.stderr);
-    assert.deepEqual(JSON.parse(configured.stdout).servers.map((s) => s.name), ['io.github.example/weather-mcp']);
+    assert.deepEqual(JSON.parse(configured.stdout).servers.map((s) => s.name), ['io.github.modelcontextprotocol/time']);
   });
 
   test('an npm server, a PyPI server and a remote with a header secret end up in the config, secrets as references only, and run', async () => {
-    const env = isolatedEnv({ ANYGPT_DISCOVERY_REGISTRY: registry.url });
+    const env = isolatedEnv({ ANYGPT_DISCOVERY_REGISTRY: registry.url, PATH: pathWithUvx });
     const npm = await run(env, ['add', 'io.modelcontextprotocol.anonymous/brave-search', '--env', `BRAVE_API_KEY=${BRAVE_KEY}`, '--json']);
     assert.equal(npm.status, 0, npm.stderr);
     assert.deepEqual(JSON.parse(npm.stdout).secrets, ['BRAVE_SEARCH_BRAVE_API_KEY']);
-    const pypi = await run(env, ['add', 'io.github.example/weather-mcp', '--env', 'WEATHER_API_KEY=wk-test-0c9d8e7f6a5b', '--json']);
+    const pypi = await run(env, ['add', 'io.github.modelcontextprotocol/time', '--env', 'TIME_API_KEY=tk-test-0c9d8e7f6a5b', '--json']);
     assert.equal(pypi.status, 0, pypi.stderr);
     const hybridAdded = await run(env, ['add', 'io.modelcontextprotocol.anonymous/hybrid-mcp', '--name', 'remote', '--env', `X-API-Key=${REMOTE_KEY}`]);
     assert.equal(hybridAdded.status, 0, hybridAdded.stderr);
     assert.match(hybridAdded.stdout, /added remote \(remote http:\/\/127\.0\.0\.1:\d+\/mcp \(streamable-http\)\)/);
 
     const text = readFileSync(configOf(env), 'utf8');
-    for (const value of [BRAVE_KEY, REMOTE_KEY, 'wk-test-0c9d8e7f6a5b']) assert.ok(!text.includes(value), `${value} in the config`);
+    for (const value of [BRAVE_KEY, REMOTE_KEY, 'tk-test-0c9d8e7f6a5b']) assert.ok(!text.includes(value), `${value} in the config`);
     const servers = JSON.parse(text).discovery.servers;
-    assert.deepEqual(servers.map((s) => s.name), ['brave-search', 'weather-mcp', 'remote']);
+    assert.deepEqual(servers.map((s) => s.name), ['brave-search', 'time', 'remote']);
     assert.deepEqual(servers[0].connection, {
       type: 'stdio',
       command: 'npx',
@@ -199,17 +211,32 @@ describe('add, remove and registry search against a local registry', () => {
     assert.deepEqual(servers[1].connection, {
       type: 'stdio',
       command: 'uvx',
-      args: ['weather-mcp-server==0.5.0'],
-      env: { WEATHER_API_KEY: '${secret:WEATHER_MCP_WEATHER_API_KEY}' },
+      args: [`mcp-server-time==${TIME_VERSION}`, '--local-timezone', 'UTC'],
+      env: { TIME_API_KEY: '${secret:TIME_TIME_API_KEY}' },
     });
     assert.deepEqual(servers[2].connection, { type: 'http', url: remote.url, headers: { 'X-API-Key': '${secret:REMOTE_X_API_KEY}' } });
     const listed = JSON.parse((await run(env, ['secret', 'list', '--json'])).stdout).secrets.map((s) => s.name);
-    assert.deepEqual(listed, ['BRAVE_SEARCH_BRAVE_API_KEY', 'REMOTE_X_API_KEY', 'WEATHER_MCP_WEATHER_API_KEY']);
+    assert.deepEqual(listed, ['BRAVE_SEARCH_BRAVE_API_KEY', 'REMOTE_X_API_KEY', 'TIME_TIME_API_KEY']);
 
-    // The npm and the remote server run through the gateway (npx finds the installed package;
-    // uvx is not part of this machine, so the PyPI one is checked as written only).
+    // All three run through the gateway: npx finds the installed package, uvx downloads
+    // mcp-server-time from PyPI on its first start (seconds, more on a slow network: the time
+    // server gets a generous startup budget, the only change to what `add` wrote).
+    const written = JSON.parse(text);
+    written.discovery.servers[1].startupTimeoutMs = 180_000;
+    writeFileSync(configOf(env), JSON.stringify(written, null, 2));
     const gateway = await connect(process.execPath, [bin], { ...env });
     try {
+      const slow = { timeout: 200_000 };
+      // Waits for the first start (list_tools does), so the search below sees its tools.
+      const listed = await gateway.client.callTool({ name: 'list_tools', arguments: { server: 'time' } }, undefined, slow);
+      assert.match(listed.content[0].text, /get_current_time/);
+      const { body: found } = await call(gateway.client, 'search_tools', { query: 'current time in a timezone' });
+      assert.ok(found.results.some((r) => r.server === 'time' && r.tool === 'get_current_time'), JSON.stringify(found));
+      const now = await gateway.client.callTool({ name: 'execute_tool', arguments: { server: 'time', tool: 'get_current_time', arguments: { timezone: 'UTC' } } }, undefined, slow);
+      assert.ok(!now.isError, JSON.stringify(now));
+      const answer = JSON.parse(now.content[0].text);
+      assert.equal(answer.timezone, 'UTC');
+      assert.ok(Math.abs(Date.parse(answer.datetime) - Date.now()) < 120_000, `${answer.datetime} is not now`);
       for (const server of ['brave-search', 'remote']) {
         const echo = await gateway.client.callTool({ name: 'execute_tool', arguments: { server, tool: 'echo', arguments: { message: `via ${server}` } } });
         assert.deepEqual(echo.content, [{ type: 'text', text: `Echo: via ${server}` }], JSON.stringify(echo));
@@ -219,25 +246,25 @@ describe('add, remove and registry search against a local registry', () => {
     } finally {
       await gateway.client.close();
     }
-    assert.ok(!gateway.stderr().includes(BRAVE_KEY) && !gateway.stderr().includes(REMOTE_KEY));
+    for (const value of [BRAVE_KEY, REMOTE_KEY, 'tk-test-0c9d8e7f6a5b']) assert.ok(!gateway.stderr().includes(value), `${value} in stderr`);
 
-    const again = await run(env, ['add', 'io.github.example/weather-mcp', '--env', 'WEATHER_API_KEY=x']);
+    const again = await run(env, ['add', 'io.github.modelcontextprotocol/time', '--env', 'TIME_API_KEY=x']);
     assert.equal(again.status, 1, 'a name in use');
-    assert.match(again.stderr, /already has a server named `weather-mcp`/);
-    const removed = await run(env, ['remove', 'weather-mcp']);
+    assert.match(again.stderr, /already has a server named `time`/);
+    const removed = await run(env, ['remove', 'time']);
     assert.equal(removed.status, 0, removed.stderr);
     assert.deepEqual(JSON.parse(readFileSync(configOf(env), 'utf8')).discovery.servers.map((s) => s.name), ['brave-search', 'remote']);
-    assert.equal((await run(env, ['remove', 'weather-mcp'])).status, 2);
+    assert.equal((await run(env, ['remove', 'time'])).status, 2);
   });
 
   test('a required value missing without a terminal, or a name the registry lacks: a clear error, nothing written', async () => {
     const env = isolatedEnv({ ANYGPT_DISCOVERY_REGISTRY: registry.url });
-    const missing = await run(env, ['add', 'io.github.example/weather-mcp']);
+    const missing = await run(env, ['add', 'io.github.modelcontextprotocol/time']);
     assert.equal(missing.status, 1);
-    assert.match(missing.stderr, /`WEATHER_API_KEY` is required \(API key for weather service\): pass --env WEATHER_API_KEY=VALUE/);
-    const unknown = await run(env, ['add', 'io.github.example/weathr-mcp']);
+    assert.match(missing.stderr, /`TIME_API_KEY` is required \(API key for the time service\): pass --env TIME_API_KEY=VALUE/);
+    const unknown = await run(env, ['add', 'io.github.modelcontextprotocol/tme']);
     assert.equal(unknown.status, 2);
-    assert.match(unknown.stderr, /weathr-mcp/);
+    assert.match(unknown.stderr, /modelcontextprotocol\/tme/);
     assert.throws(() => readFileSync(configOf(env)), /ENOENT/);
   });
 
@@ -263,7 +290,7 @@ describe('a registry that fails', () => {
         const env = isolatedEnv();
         const started = Date.now();
         const out = await new Promise((resolve) => {
-          const child = spawn(process.execPath, [bin, 'add', 'io.github.example/weather-mcp', '--registry', broken.url, '--env', 'WEATHER_API_KEY=x'], { env, cwd: root });
+          const child = spawn(process.execPath, [bin, 'add', 'io.github.modelcontextprotocol/time', '--registry', broken.url, '--env', 'TIME_API_KEY=x'], { env, cwd: root });
           let stderr = '';
           child.stderr.on('data', (c) => { stderr += c; });
           child.on('exit', (status) => resolve({ status, stderr }));

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
 // `npm test`: everything CI runs, in order. Builds the debug addon and binary for the host
 // triple, then the Rust tests for the same triple (so nothing compiles twice), the node
-// tests, and the type check of index.d.ts.
+// tests (with `uvx` on PATH, installed from PyPI into .ci/uv if missing: see uv.mjs), and the
+// type check of index.d.ts.
 import { execFileSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostTriple } from './host.mjs';
+import { ensureUvx } from './uv.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const target = process.env.CARGO_BUILD_TARGET || hostTriple();
@@ -14,6 +16,9 @@ const run = (cmd, args) => {
   execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
 };
 
+// First, so a machine that cannot get uvx learns it before the build, not after.
+const uvBin = ensureUvx(root);
+if (uvBin) process.env.PATH = `${uvBin}${delimiter}${process.env.PATH}`;
 run(process.execPath, ['scripts/build.mjs']);
 run('cargo', ['test', '--target', target]);
 // Node ≥ 21 takes glob patterns here (a bare folder is read as a module path).
