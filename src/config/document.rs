@@ -80,13 +80,30 @@ pub(crate) fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
 /// `CONFIGURATION_ERROR` at `(file)` for a group- or world-writable file.
 pub fn check_writers(path: &Path) -> Result<()> {
     #[cfg(unix)]
+    let private = |uid, gid| {
+        let read = |file: &str| std::fs::read_to_string(file).unwrap_or_default();
+        is_private_group(&read("/etc/passwd"), &read("/etc/group"), uid, gid)
+    };
+    #[cfg(not(unix))]
+    let private = |_: u32, _: u32| false;
+    check_writers_with(path, &private)
+}
+
+/// [`check_writers`], with `private(uid, gid)` telling whether the file's group is its
+/// owner's private group.
+fn check_writers_with(path: &Path, private: &dyn Fn(u32, u32) -> bool) -> Result<()> {
+    #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
         let Ok(metadata) = std::fs::metadata(path) else {
             return Ok(());
         };
         let mode = metadata.permissions().mode();
-        if mode & 0o022 != 0 {
+        let group_is_owners_own = || {
+            use std::os::unix::fs::MetadataExt;
+            private(metadata.uid(), metadata.gid())
+        };
+        if mode & 0o002 != 0 || (mode & 0o020 != 0 && !group_is_owners_own()) {
             let who = if mode & 0o002 != 0 { "every user" } else { "its group" };
             return Err(Error::config(
                 path.display().to_string(),
@@ -101,8 +118,35 @@ pub fn check_writers(path: &Path) -> Result<()> {
         }
     }
     #[cfg(not(unix))]
-    let _ = path;
+    let _ = (path, private);
     Ok(())
+}
+
+/// Whether `gid` is the private group of user `uid` (Debian's user-private groups, under which
+/// umask 002 makes every new file group-writable): a group of the user's own name, the user's
+/// primary group, with no other member. Then group write is harmless, as Debian's ssh also
+/// holds. Read from the `passwd` and `group` texts; anything not found there is not private.
+#[cfg(unix)]
+fn is_private_group(passwd: &str, group: &str, uid: u32, gid: u32) -> bool {
+    let field = |line: &str, i: usize| line.split(':').nth(i).map(str::to_owned);
+    let Some(user) = passwd
+        .lines()
+        .find(|line| field(line, 2).as_deref() == Some(&uid.to_string()))
+    else {
+        return false;
+    };
+    let (name, primary) = (field(user, 0), field(user, 3));
+    if primary.as_deref() != Some(&gid.to_string()) {
+        return false;
+    }
+    group.lines().any(|line| {
+        field(line, 0) == name
+            && field(line, 2).as_deref() == Some(&gid.to_string())
+            && field(line, 3)
+                .unwrap_or_default()
+                .split(',')
+                .all(|member| member.is_empty() || Some(member) == name.as_deref())
+    })
 }
 
 /// Parse a file's text by its extension.
@@ -188,11 +232,14 @@ mod tests {
         for (mode, who) in [(0o664, "its group"), (0o646, "every user")] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
             for file in [&path, &link] {
-                let text = read_document(file).unwrap_err().to_string();
+                let text = check_writers_with(file, &|_, _| false).unwrap_err().to_string();
                 assert!(text.contains(who), "{text}");
                 assert!(text.contains(&format!("chmod go-w '{}'", file.display())), "{text}");
             }
         }
+        // Group write by the owner's private group (umask 002 under user-private groups) is theirs.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o664)).unwrap();
+        assert!(check_writers_with(&path, &|_, _| true).is_ok());
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert!(read_document(&link).is_ok());
     }
@@ -210,5 +257,24 @@ mod tests {
         assert!(text.contains("larger than 64 MiB"), "{text}");
         let text = read_document(dir.path()).unwrap_err().to_string();
         assert!(text.contains("cannot read file"), "{text}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_users_private_group_may_write_like_the_user() {
+        let passwd =
+            "root:x:0:0::/root:/bin/sh\nann:x:1000:1000::/home/ann:/bin/sh\nbob:x:1001:100::/home/bob:/bin/sh\n";
+        let group = "root:x:0:\nann:x:1000:\nusers:x:100:bob,ann\nann2:x:1002:ann,eve\n";
+        assert!(is_private_group(passwd, group, 1000, 1000));
+        assert!(!is_private_group(passwd, group, 1001, 100), "a shared group");
+        assert!(
+            !is_private_group(passwd, group, 1000, 100),
+            "not the user's primary group"
+        );
+        assert!(
+            !is_private_group(passwd, "ann:x:1000:eve\n", 1000, 1000),
+            "another member"
+        );
+        assert!(!is_private_group("", group, 1000, 1000), "an unknown user");
     }
 }
