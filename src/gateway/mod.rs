@@ -6,12 +6,15 @@
 //! applies to the engine. `server` is the rmcp handler and the serve loop with its shutdown;
 //! `wire` frames the client connection (answering malformed lines, classified by `inbound`,
 //! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
+//! `offers` passes on the servers' prompts, resources and completions (named and routed by
+//! `engine::offers`).
 //! Engine errors become `isError` results with the compact JSON body; downstream results of
 //! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
 mod bound;
 mod inbound;
 mod meta_tool;
+mod offers;
 mod server;
 mod tools;
 mod wire;

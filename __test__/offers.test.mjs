@@ -1,0 +1,105 @@
+// Prompts, resources and completions of the downstream servers through the gateway: the npm
+// bin serving server-everything (prompts, resources, templates, completions) and a fixture
+// whose resource URI collides with one of server-everything's, driven by the official client.
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { referenceServer, root, startGateway, writeConfig } from './helpers.mjs';
+
+const SHARED_URI = 'demo://resource/static/document/architecture.md';
+const twin = {
+  name: 'twin',
+  connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs')] },
+};
+
+describe('prompts, resources and completions through the gateway', () => {
+  let gateway;
+  before(async () => {
+    const config = writeConfig({
+      discovery: { servers: [referenceServer('everything', ['stdio']), twin], maxResultBytes: 4096 },
+    });
+    gateway = await startGateway(config);
+  });
+  after(async () => {
+    await gateway?.client.close();
+  });
+
+  test('the gateway declares prompts, resources and completions', () => {
+    const capabilities = gateway.client.getServerCapabilities();
+    assert.ok(capabilities.prompts && capabilities.resources && capabilities.completions, JSON.stringify(capabilities));
+  });
+
+  test("prompts/list names each server's prompts <server>__<prompt> with their descriptions", async () => {
+    const { prompts } = await gateway.client.listPrompts();
+    const names = prompts.map((p) => p.name);
+    for (const name of ['simple-prompt', 'args-prompt', 'completable-prompt']) {
+      assert.ok(names.includes(`everything__${name}`), names.join(', '));
+    }
+    for (const name of names) assert.match(name, /^[A-Za-z0-9_-]{1,64}$/);
+    const completable = prompts.find((p) => p.name === 'everything__completable-prompt');
+    assert.equal(completable.description, 'First argument choice narrows values for second argument.');
+    assert.deepEqual(completable.arguments.map((a) => a.name), ['department', 'name']);
+  });
+
+  test('prompts/get reaches the owning server under its own prompt name', async () => {
+    const result = await gateway.client.getPrompt({ name: 'everything__args-prompt', arguments: { city: 'Lyon' } });
+    assert.match(JSON.stringify(result.messages), /Lyon/);
+  });
+
+  test('prompts/get of a name no server has is invalid params naming where to look', async () => {
+    await assert.rejects(gateway.client.getPrompt({ name: 'nobody__nothing' }), (error) => {
+      assert.equal(error.code, -32602);
+      assert.match(error.message, /prompts\/list gives the names/);
+      return true;
+    });
+  });
+
+  test('a URI two servers list: the first keeps it, the second is served under anygpt://<server>/', async () => {
+    const { resources } = await gateway.client.listResources();
+    const uris = resources.map((r) => r.uri);
+    assert.ok(uris.includes(SHARED_URI), uris.join(', '));
+    assert.ok(uris.includes(`anygpt://twin/${SHARED_URI}`), uris.join(', '));
+    const first = await gateway.client.readResource({ uri: SHARED_URI });
+    assert.doesNotMatch(first.contents[0].text, /written by the twin server/);
+    assert.equal(first.contents[0].uri, SHARED_URI);
+    const second = await gateway.client.readResource({ uri: `anygpt://twin/${SHARED_URI}` });
+    assert.equal(second.contents[0].text, 'written by the twin server');
+    assert.equal(second.contents[0].uri, `anygpt://twin/${SHARED_URI}`);
+  });
+
+  test('a URI filled in from a template reaches the server of that template', async () => {
+    const { resourceTemplates } = await gateway.client.listResourceTemplates();
+    const templates = resourceTemplates.map((t) => t.uriTemplate);
+    assert.ok(templates.includes('demo://resource/dynamic/text/{resourceId}'), templates.join(', '));
+    assert.ok(templates.includes('twin://note/{id}'), templates.join(', '));
+    const everything = await gateway.client.readResource({ uri: 'demo://resource/dynamic/text/7' });
+    assert.match(everything.contents[0].text, /7/);
+    const note = await gateway.client.readResource({ uri: 'twin://note/42' });
+    assert.equal(note.contents[0].text, 'twin note 42');
+  });
+
+  test('resource contents over maxResultBytes are cut and say so', async () => {
+    const { contents } = await gateway.client.readResource({ uri: 'twin://large' });
+    assert.equal(contents[0].text.length, 4096);
+    assert.match(contents.at(-1).text, /1048576 bytes exceed maxResultBytes 4096/);
+  });
+
+  test('completion/complete for a prompt argument is routed, with its context', async () => {
+    const department = await gateway.client.complete({
+      ref: { type: 'ref/prompt', name: 'everything__completable-prompt' },
+      argument: { name: 'department', value: 'Eng' },
+    });
+    assert.deepEqual(department.completion.values, ['Engineering']);
+    const name = await gateway.client.complete({
+      ref: { type: 'ref/prompt', name: 'everything__completable-prompt' },
+      argument: { name: 'name', value: '' },
+      context: { arguments: { department: 'Sales' } },
+    });
+    assert.deepEqual(name.completion.values, ['David', 'Eve', 'Frank']);
+  });
+
+  test('tools/list is still exactly the five meta-tools', async () => {
+    const { tools } = await gateway.client.listTools();
+    assert.equal(tools.length, 5);
+  });
+});
