@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { referenceServer, root, startGateway, writeConfig } from './helpers.mjs';
+import { call, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
 
 const SHARED_URI = 'demo://resource/static/document/architecture.md';
 const twin = {
@@ -102,4 +102,29 @@ describe('prompts, resources and completions through the gateway', () => {
     const { tools } = await gateway.client.listTools();
     assert.equal(tools.length, 5);
   });
+});
+
+test("an idle server's prompts are listed from its snapshot without starting it", async () => {
+  const env = { ANYGPT_DISCOVERY_CACHE_DIR: tempDir('anygpt-discovery-cache-') };
+  const config = writeConfig({ discovery: { servers: [referenceServer('everything', ['stdio'])] } });
+  const first = await startGateway(config, env);
+  try {
+    const { prompts } = await first.client.listPrompts();
+    assert.ok(prompts.some((p) => p.name === 'everything__simple-prompt'));
+  } finally {
+    await first.client.close();
+  }
+  // Second run: the tool snapshot is fresh, so the server stays idle; so must prompts/list.
+  const second = await startGateway(config, env);
+  try {
+    const { prompts } = await second.client.listPrompts();
+    assert.ok(prompts.some((p) => p.name === 'everything__args-prompt'), prompts.map((p) => p.name).join(', '));
+    const { body } = await call(second.client, 'list_mcp_servers');
+    assert.equal(body.servers[0].status, 'idle', JSON.stringify(body.servers[0]));
+    // Getting one starts it.
+    const result = await second.client.getPrompt({ name: 'everything__simple-prompt' });
+    assert.ok(result.messages.length > 0);
+  } finally {
+    await second.client.close();
+  }
 });

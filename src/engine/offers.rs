@@ -13,6 +13,10 @@
 //! - A URI read that no listing holds (one filled in from a template) goes to the server whose
 //!   template's fixed prefix matches longest.
 //!
+//! A server that is not running (idle: served from its tool snapshot, or closed for idleness)
+//! is not started to list these: its lists as last stored beside its snapshot answer for it.
+//! Each listing that reached a server stores what it gave.
+//!
 //! Every answer is scrubbed of registered secrets; resource contents obey `maxResultBytes`
 //! like tool results.
 
@@ -32,8 +36,9 @@ use serde::Serialize;
 
 use super::state::{Server, State};
 use super::Engine;
+use crate::catalog::snapshot::OfferKind;
 use crate::error::{Error, Result};
-use crate::upstream::UpstreamError;
+use crate::upstream::{ServerState, UpstreamError};
 
 /// Between a server's name and its prompt's name.
 pub const PROMPT_SEPARATOR: &str = "__";
@@ -86,7 +91,7 @@ impl Engine {
         let state = self.current();
         let lists = gather(
             &state,
-            Kind::Prompts,
+            (Kind::Prompts, OfferKind::Prompts),
             |cursor| ClientRequest::ListPromptsRequest(paged(cursor)),
             |answer| match answer {
                 ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
@@ -131,7 +136,7 @@ impl Engine {
         let state = self.current();
         let lists = gather(
             &state,
-            Kind::Resources,
+            (Kind::Resources, OfferKind::Resources),
             |cursor| ClientRequest::ListResourcesRequest(paged(cursor)),
             |answer| match answer {
                 ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
@@ -157,7 +162,7 @@ impl Engine {
         let state = self.current();
         let lists = gather(
             &state,
-            Kind::Resources,
+            (Kind::Resources, OfferKind::ResourceTemplates),
             |cursor| ClientRequest::ListResourceTemplatesRequest(paged(cursor)),
             |answer| match answer {
                 ServerResult::ListResourceTemplatesResult(page) => Some((page.resource_templates, page.next_cursor)),
@@ -298,10 +303,11 @@ impl Engine {
 }
 
 /// Each enabled server's full list of one kind, in config order; a server that does not offer
-/// the kind, or fails, gives nothing (a failure is logged).
-async fn gather<T>(
+/// the kind, or fails, gives nothing (a failure is logged). An idle server's stored list
+/// answers for it; a list read in full is stored.
+async fn gather<T: Serialize + DeserializeOwned>(
     state: &State,
-    kind: Kind,
+    (kind, stored): (Kind, OfferKind),
     request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
     page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
 ) -> Vec<(String, Vec<T>)> {
@@ -311,7 +317,14 @@ async fn gather<T>(
         async move {
             let name = server.spec.name.clone();
             let mut items = Vec::new();
+            let store = state.snapshots();
+            if matches!(server.state(), ServerState::Idle) {
+                if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, stored)) {
+                    return (name, items);
+                }
+            }
             let mut cursor = None;
+            let mut complete = false;
             // A server known not to offer the kind is not asked (nor warned about).
             let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
             if not_offered() {
@@ -323,7 +336,10 @@ async fn gather<T>(
                     .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
                 let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
                 let answer = match server.request(request(params), timeout).await {
-                    Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => break,
+                    Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
+                        complete = true;
+                        break;
+                    }
                     Ok((answer, _)) => answer,
                     Err(error) => {
                         if !not_offered() {
@@ -337,9 +353,15 @@ async fn gather<T>(
                     break;
                 };
                 items.extend(more);
-                match next {
-                    Some(next) => cursor = Some(next),
-                    None => break,
+                cursor = next;
+                if cursor.is_none() {
+                    complete = true;
+                    break;
+                }
+            }
+            if complete {
+                if let Some(store) = store {
+                    store.save_offers(&server.spec, stored, &items);
                 }
             }
             (name, items)
