@@ -4,7 +4,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { call, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
+import { PromptListChangedNotificationSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { call, referenceServer, root, startGateway, tempDir, waitFor, writeConfig } from './helpers.mjs';
 
 const SHARED_URI = 'demo://resource/static/document/architecture.md';
 const twin = {
@@ -96,6 +97,44 @@ describe('prompts, resources and completions through the gateway', () => {
       context: { arguments: { department: 'Sales' } },
     });
     assert.deepEqual(name.completion.values, ['David', 'Eve', 'Frank']);
+  });
+
+  test('resources/subscribe reaches the owning server; its updates come back under the URI subscribed', async () => {
+    const updates = [];
+    gateway.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
+      updates.push(n.params.uri);
+    });
+    // The twin answers a subscription with an update of the URI it knows (SHARED_URI).
+    await gateway.client.subscribeResource({ uri: `anygpt://twin/${SHARED_URI}` });
+    assert.ok(await waitFor(() => updates.length > 0, 5000), 'no resources/updated from the twin');
+    assert.deepEqual(updates, [`anygpt://twin/${SHARED_URI}`]);
+    // server-everything sends updates of what is subscribed once its toggle tool is called.
+    await gateway.client.subscribeResource({ uri: SHARED_URI });
+    await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'everything', tool: 'toggle-subscriber-updates', arguments: {} },
+    });
+    assert.ok(await waitFor(() => updates.includes(SHARED_URI), 5000), JSON.stringify(updates));
+    await gateway.client.unsubscribeResource({ uri: SHARED_URI });
+    await gateway.client.unsubscribeResource({ uri: `anygpt://twin/${SHARED_URI}` });
+  });
+
+  test('three prompts added downstream reach the client as one prompts/list_changed', async () => {
+    let changed = 0;
+    gateway.client.setNotificationHandler(PromptListChangedNotificationSchema, () => {
+      changed += 1;
+    });
+    await gateway.client.callTool({
+      name: 'execute_tool',
+      arguments: { server: 'twin', tool: 'twin_add_prompts', arguments: {} },
+    });
+    assert.ok(await waitFor(() => changed > 0, 5000), 'no prompts/list_changed');
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.equal(changed, 1);
+    const names = (await gateway.client.listPrompts()).prompts.map((p) => p.name);
+    for (const name of ['twin__twin-hello', 'twin__twin-added-1', 'twin__twin-added-3']) {
+      assert.ok(names.includes(name), names.join(', '));
+    }
   });
 
   test('tools/list is still exactly the five meta-tools', async () => {

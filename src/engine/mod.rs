@@ -31,7 +31,7 @@ use state::State;
 /// Remote servers' secrets taken out of a text (for the faces' log writers): upstream learns
 /// them when it dials a server; the faces reach them only through the engine.
 pub use crate::upstream::scrub_known as scrub_secrets;
-pub use crate::upstream::{ProgressSink, ProgressUpdate};
+pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
 pub use dto::{
     ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,

@@ -29,7 +29,7 @@ use rmcp::model::{
     ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
     GetPromptResult, PaginatedRequestParams, Prompt, ReadResourceRequest, ReadResourceRequestParams,
     ReadResourceResult, Reference, RequestOptionalParam, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerResult,
+    ServerCapabilities, ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -261,6 +261,38 @@ impl Engine {
             ServerResult::CompleteResult(result) => Ok(scrubbed(result)),
             _ => Err(unexpected(&server.spec.name, "completion/complete")),
         }
+    }
+
+    /// `resources/subscribe` of a URI the client was given, sent to its server under the
+    /// server's own URI. Returns that server and URI: what its `ResourceUpdated` events name.
+    ///
+    /// # Errors
+    /// As [`Engine::read_resource`]; a server without subscriptions answers with its error.
+    pub async fn subscribe_resource(&self, params: SubscribeRequestParams) -> Result<(String, String)> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let mut params = params;
+        params.uri.clone_from(&uri);
+        // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+        #[allow(deprecated)]
+        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(params));
+        send(&state, &server, request).await?;
+        Ok((server.spec.name.clone(), uri))
+    }
+
+    /// `resources/unsubscribe`, routed as [`Engine::subscribe_resource`].
+    ///
+    /// # Errors
+    /// As [`Engine::subscribe_resource`].
+    pub async fn unsubscribe_resource(&self, params: UnsubscribeRequestParams) -> Result<(String, String)> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let mut params = params;
+        params.uri.clone_from(&uri);
+        #[allow(deprecated)]
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(params));
+        send(&state, &server, request).await?;
+        Ok((server.spec.name.clone(), uri))
     }
 
     /// The server a URI (or template) the client was given belongs to, and the URI that

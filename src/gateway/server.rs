@@ -1,15 +1,16 @@
 //! The rmcp server handler and the serve loop.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
     GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -30,12 +31,16 @@ search_tools to find one, get_tool_details for its schema, execute_tool to run i
 #[derive(Debug, Clone)]
 pub struct Gateway {
     engine: Engine,
+    relay: Arc<offers::Relay>,
 }
 
 impl Gateway {
     #[must_use]
     pub fn new(engine: Engine) -> Self {
-        Self { engine }
+        Self {
+            engine,
+            relay: Arc::default(),
+        }
     }
 }
 
@@ -51,7 +56,10 @@ impl ServerHandler for Gateway {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_completions()
             .build();
         ServerConfig::new(capabilities)
@@ -117,6 +125,29 @@ impl ServerHandler for Gateway {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         offers::read_resource(&self.engine, request).await.map(Into::into)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.relay.start(context.peer);
+    }
+
+    // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        offers::subscribe(&self.engine, &self.relay, request).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        offers::unsubscribe(&self.engine, &self.relay, request).await
     }
 
     async fn complete(

@@ -258,6 +258,23 @@ impl ClientHandler for UpstreamClient {
         tracing::debug!(server = %self.server, "tools/list_changed");
         self.relist.notify_one();
     }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::offer_events::publish(&self.server, &super::offer_events::OfferEvent::PromptsChanged);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::offer_events::publish(&self.server, &super::offer_events::OfferEvent::ResourcesChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let event = super::offer_events::OfferEvent::ResourceUpdated { uri: params.uri };
+        super::offer_events::publish(&self.server, &event);
+    }
 }
 
 /// A session after its handshake, with the server's tools.
