@@ -42,6 +42,16 @@ describe('prompts, resources and completions through the gateway', () => {
     assert.deepEqual(completable.arguments.map((a) => a.name), ['department', 'name']);
   });
 
+  test('listings are paged by servers: two servers fit one page, a foreign cursor is refused', async () => {
+    const page = await gateway.client.listPrompts();
+    assert.equal(page.nextCursor, undefined);
+    await assert.rejects(gateway.client.listResources({ cursor: 'not-ours' }), (error) => {
+      assert.equal(error.code, -32602);
+      assert.match(error.message, /is not a cursor this gateway gave/);
+      return true;
+    });
+  });
+
   test('prompts/get reaches the owning server under its own prompt name', async () => {
     const result = await gateway.client.getPrompt({ name: 'everything__args-prompt', arguments: { city: 'Lyon' } });
     assert.match(JSON.stringify(result.messages), /Lyon/);

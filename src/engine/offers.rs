@@ -44,6 +44,9 @@ use crate::upstream::{ServerState, UpstreamError};
 pub const PROMPT_SEPARATOR: &str = "__";
 /// The scheme of a URI the gateway gave a resource whose URI an earlier server already has.
 pub const GATEWAY_SCHEME: &str = "anygpt://";
+/// Servers whose lists make one page of the gateway's listing: a client with hundreds of
+/// servers behind the gateway gets them a few dozen at a time, each page asking only its own.
+const PAGE_SERVERS: usize = 32;
 /// Pages read from one server per listing: a server that never stops paging is cut here.
 const MAX_PAGES: usize = 32;
 
@@ -77,6 +80,8 @@ struct RouteTable {
     uris: HashMap<String, String>,
     /// Fixed prefix of a template (before its first `{`) → server, first lister wins.
     templates: Vec<(String, String)>,
+    /// Template as the server gave it → server, first lister wins.
+    template_owners: HashMap<String, String>,
 }
 
 impl Routes {
@@ -86,10 +91,16 @@ impl Routes {
 }
 
 impl Engine {
-    /// Every enabled server's prompts, named `<server>__<prompt>`, in config order.
-    pub async fn list_prompts(&self) -> Vec<Prompt> {
+    /// One page of the enabled servers' prompts, named `<server>__<prompt>`, in config order,
+    /// and the cursor of the next page.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_prompts(&self, cursor: Option<&str>) -> Result<(Vec<Prompt>, Option<String>)> {
         let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
         let lists = gather(
+            &servers,
             &state,
             (Kind::Prompts, OfferKind::Prompts),
             |cursor| ClientRequest::ListPromptsRequest(paged(cursor)),
@@ -106,7 +117,7 @@ impl Engine {
                 prompts.push(scrubbed(prompt));
             }
         }
-        prompts
+        Ok((prompts, next))
     }
 
     /// `prompts/get` of a listed name, sent to its server under the server's own name.
@@ -130,11 +141,16 @@ impl Engine {
         }
     }
 
-    /// Every enabled server's resources; a URI an earlier server has is served under
-    /// `anygpt://<server>/<uri>`.
-    pub async fn list_resources(&self) -> Vec<Resource> {
+    /// One page of the enabled servers' resources; a URI an earlier server has is served
+    /// under `anygpt://<server>/<uri>`.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_resources(&self, cursor: Option<&str>) -> Result<(Vec<Resource>, Option<String>)> {
         let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
         let lists = gather(
+            &servers,
             &state,
             (Kind::Resources, OfferKind::Resources),
             |cursor| ClientRequest::ListResourcesRequest(paged(cursor)),
@@ -145,7 +161,9 @@ impl Engine {
         )
         .await;
         let mut table = self.routes.table();
-        table.uris.clear();
+        if cursor.is_none() {
+            table.uris.clear();
+        }
         let mut resources = Vec::new();
         for (server, list) in lists {
             for mut resource in list {
@@ -154,13 +172,22 @@ impl Engine {
                 resources.push(scrubbed(resource));
             }
         }
-        resources
+        Ok((resources, next))
     }
 
-    /// Every enabled server's resource templates, colliding ones renamed as resources are.
-    pub async fn list_resource_templates(&self) -> Vec<ResourceTemplate> {
+    /// One page of the enabled servers' resource templates, colliding ones renamed as
+    /// resources are.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_resource_templates(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<ResourceTemplate>, Option<String>)> {
         let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
         let lists = gather(
+            &servers,
             &state,
             (Kind::Resources, OfferKind::ResourceTemplates),
             |cursor| ClientRequest::ListResourceTemplatesRequest(paged(cursor)),
@@ -171,8 +198,10 @@ impl Engine {
         )
         .await;
         let mut table = self.routes.table();
-        table.templates.clear();
-        let mut seen = HashMap::new();
+        if cursor.is_none() {
+            table.templates.clear();
+            table.template_owners.clear();
+        }
         let mut templates = Vec::new();
         for (server, list) in lists {
             for mut template in list {
@@ -181,11 +210,11 @@ impl Engine {
                 if !table.templates.iter().any(|(p, _)| *p == prefix) {
                     table.templates.push((prefix, server.clone()));
                 }
-                template.uri_template = claim(&mut seen, &server, original);
+                template.uri_template = claim(&mut table.template_owners, &server, original);
                 templates.push(scrubbed(template));
             }
         }
-        templates
+        Ok((templates, next))
     }
 
     /// `resources/read`, routed by the URI rule (module docs); contents within
@@ -310,13 +339,31 @@ impl Engine {
             return Ok((state.server(&server)?.clone(), uri.to_owned()));
         }
         // Not seen yet (a read before any listing, or a URI filled in from a template).
-        self.list_resources().await;
-        self.list_resource_templates().await;
+        self.list_every_page().await?;
         match self.lookup(uri) {
             Some(server) => Ok((state.server(&server)?.clone(), uri.to_owned())),
             None => Err(Error::validation(format!(
                 "`uri`: no server lists `{uri}` or a template it fits; resources/list and resources/templates/list give the URIs to use"
             ))),
+        }
+    }
+
+    /// Every page of resources and templates, to route by.
+    async fn list_every_page(&self) -> Result<()> {
+        let mut cursor = None;
+        loop {
+            let (_, next) = self.list_resources(cursor.as_deref()).await?;
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        loop {
+            let (_, next) = self.list_resource_templates(cursor.as_deref()).await?;
+            cursor = next;
+            if cursor.is_none() {
+                return Ok(());
+            }
         }
     }
 
@@ -334,16 +381,16 @@ impl Engine {
     }
 }
 
-/// Each enabled server's full list of one kind, in config order; a server that does not offer
+/// Each of `servers`' full list of one kind, in config order; a server that does not offer
 /// the kind, or fails, gives nothing (a failure is logged). An idle server's stored list
 /// answers for it; a list read in full is stored.
 async fn gather<T: Serialize + DeserializeOwned>(
+    servers: &[Arc<Server>],
     state: &State,
     (kind, stored): (Kind, OfferKind),
     request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
     page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
 ) -> Vec<(String, Vec<T>)> {
-    let servers: Vec<Arc<Server>> = state.upstream.handles().cloned().collect();
     let lists = servers.iter().map(|server| {
         let (request, page) = (&request, &page);
         async move {
@@ -400,6 +447,28 @@ async fn gather<T: Serialize + DeserializeOwned>(
         }
     });
     join_all(lists).await
+}
+
+/// The servers of the page at `cursor` (the index of its first server), and the next cursor.
+fn page(state: &State, cursor: Option<&str>) -> Result<(Vec<Arc<Server>>, Option<String>)> {
+    let servers: Vec<Arc<Server>> = state.upstream.handles().cloned().collect();
+    let (range, next) = page_range(servers.len(), cursor)?;
+    Ok((servers[range].to_vec(), next))
+}
+
+/// Which of `total` servers the page at `cursor` covers, and the cursor after it.
+fn page_range(total: usize, cursor: Option<&str>) -> Result<(std::ops::Range<usize>, Option<String>)> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().ok().filter(|start| *start < total).ok_or_else(|| {
+            Error::validation(format!(
+                "`cursor`: `{}` is not a cursor this gateway gave (or the servers changed since); list again without one",
+                cursor.chars().take(64).collect::<String>()
+            ))
+        })?,
+    };
+    let end = (start + PAGE_SERVERS).min(total);
+    Ok((start..end, (end < total).then(|| end.to_string())))
 }
 
 /// A listing request for the page at `cursor`.
@@ -537,6 +606,21 @@ mod tests {
         assert_eq!(claim(&mut owners, "a", "file:///x".into()), "file:///x");
         assert_eq!(claim(&mut owners, "b", "file:///x".into()), "anygpt://b/file:///x");
         assert_eq!(owners["file:///x"], "a");
+    }
+
+    #[test]
+    fn pages_cover_every_server_once_and_refuse_a_foreign_cursor() {
+        let (first, next) = page_range(70, None).unwrap();
+        assert_eq!((first, next.as_deref()), (0..32, Some("32")));
+        let (second, next) = page_range(70, Some("32")).unwrap();
+        assert_eq!((second, next.as_deref()), (32..64, Some("64")));
+        let (last, next) = page_range(70, Some("64")).unwrap();
+        assert_eq!((last, next), (64..70, None));
+        assert_eq!(page_range(0, None).unwrap(), (0..0, None));
+        for bad in ["70", "-1", "abc"] {
+            let error = page_range(70, Some(bad)).unwrap_err().to_string();
+            assert!(error.contains("list again without one"), "{error}");
+        }
     }
 
     #[test]

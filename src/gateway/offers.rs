@@ -21,32 +21,44 @@ use super::bound::{cut_text, FIELD_BYTES};
 use crate::engine::{listen_offers, Engine, Listening, OfferEvent};
 use crate::error::{Error, ErrorCode};
 
-pub(super) async fn list_prompts(engine: &Engine) -> ListPromptsResult {
-    let mut prompts = engine.list_prompts().await;
+pub(super) async fn list_prompts(engine: &Engine, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
+    let (mut prompts, next) = engine.list_prompts(cursor).await.map_err(|e| rpc_error(&e))?;
     for prompt in &mut prompts {
         bound(&mut prompt.description);
     }
-    ListPromptsResult::with_all_items(prompts)
+    let mut result = ListPromptsResult::with_all_items(prompts);
+    result.next_cursor = next;
+    Ok(result)
 }
 
 pub(super) async fn get_prompt(engine: &Engine, params: GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
     engine.get_prompt(params).await.map_err(|e| rpc_error(&e))
 }
 
-pub(super) async fn list_resources(engine: &Engine) -> ListResourcesResult {
-    let mut resources = engine.list_resources().await;
+pub(super) async fn list_resources(engine: &Engine, cursor: Option<&str>) -> Result<ListResourcesResult, ErrorData> {
+    let (mut resources, next) = engine.list_resources(cursor).await.map_err(|e| rpc_error(&e))?;
     for resource in &mut resources {
         bound(&mut resource.description);
     }
-    ListResourcesResult::with_all_items(resources)
+    let mut result = ListResourcesResult::with_all_items(resources);
+    result.next_cursor = next;
+    Ok(result)
 }
 
-pub(super) async fn list_resource_templates(engine: &Engine) -> ListResourceTemplatesResult {
-    let mut templates = engine.list_resource_templates().await;
+pub(super) async fn list_resource_templates(
+    engine: &Engine,
+    cursor: Option<&str>,
+) -> Result<ListResourceTemplatesResult, ErrorData> {
+    let (mut templates, next) = engine
+        .list_resource_templates(cursor)
+        .await
+        .map_err(|e| rpc_error(&e))?;
     for template in &mut templates {
         bound(&mut template.description);
     }
-    ListResourceTemplatesResult::with_all_items(templates)
+    let mut result = ListResourceTemplatesResult::with_all_items(templates);
+    result.next_cursor = next;
+    Ok(result)
 }
 
 pub(super) async fn read_resource(

@@ -89,10 +89,10 @@ impl ServerHandler for Gateway {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(offers::list_prompts(&self.engine).await)
+        offers::list_prompts(&self.engine, cursor(request.as_ref())).await
     }
 
     async fn get_prompt(
@@ -105,18 +105,18 @@ impl ServerHandler for Gateway {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(offers::list_resources(&self.engine).await)
+        offers::list_resources(&self.engine, cursor(request.as_ref())).await
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(offers::list_resource_templates(&self.engine).await)
+        offers::list_resource_templates(&self.engine, cursor(request.as_ref())).await
     }
 
     async fn read_resource(
@@ -157,6 +157,11 @@ impl ServerHandler for Gateway {
     ) -> Result<CompleteResult, ErrorData> {
         offers::complete(&self.engine, request).await
     }
+}
+
+/// The cursor a listing request carries, if any.
+fn cursor(request: Option<&PaginatedRequestParams>) -> Option<&str> {
+    request.and_then(|r| r.cursor.as_deref())
 }
 
 /// Serve the gateway over `read`/`write` (one JSON-RPC message per line) until the client
