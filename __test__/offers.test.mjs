@@ -8,9 +8,14 @@ import { PromptListChangedNotificationSchema, ResourceUpdatedNotificationSchema 
 import { call, referenceServer, root, startGateway, tempDir, waitFor, writeConfig } from './helpers.mjs';
 
 const SHARED_URI = 'demo://resource/static/document/architecture.md';
+const TOKEN = 'sk-live-twin-7e6d5c4b3a2f1e0d';
 const twin = {
   name: 'twin',
-  connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs')] },
+  connection: {
+    command: process.execPath,
+    args: [join(root, '__test__/fixtures/twin-resource-server.mjs')],
+    env: { API_TOKEN: TOKEN },
+  },
 };
 
 describe('prompts, resources and completions through the gateway', () => {
@@ -87,6 +92,19 @@ describe('prompts, resources and completions through the gateway', () => {
     assert.match(everything.contents[0].text, /7/);
     const note = await gateway.client.readResource({ uri: 'twin://note/42' });
     assert.equal(note.contents[0].text, 'twin note 42');
+  });
+
+  test("a server's registered secret never leaves in prompts, messages, resource lists or contents", async () => {
+    const { prompts } = await gateway.client.listPrompts();
+    const hello = prompts.find((p) => p.name === 'twin__twin-hello');
+    assert.equal(hello.description, 'Says hello from the twin (token ***).');
+    const message = await gateway.client.getPrompt({ name: 'twin__twin-hello' });
+    assert.equal(message.messages[0].content.text, 'hello from the twin, token ***');
+    const { resources } = await gateway.client.listResources();
+    assert.equal(resources.find((r) => r.uri === 'twin://leak').description, 'Holds the token ***.');
+    const { contents } = await gateway.client.readResource({ uri: 'twin://leak' });
+    assert.equal(contents[0].text, 'API_TOKEN=***');
+    assert.ok(!JSON.stringify([prompts, message, resources, contents]).includes(TOKEN));
   });
 
   test('resource contents over maxResultBytes are cut and say so', async () => {
