@@ -70,6 +70,14 @@ describe('prompts, resources and completions through the gateway', () => {
     });
   });
 
+  test("a server's own error for prompts/get comes back naming the request and the server", async () => {
+    // args-prompt requires `city`: server-everything refuses the request without it.
+    await assert.rejects(gateway.client.getPrompt({ name: 'everything__args-prompt' }), (error) => {
+      assert.match(error.message, /TOOL_EXECUTION_ERROR: prompts\/get on server `everything` failed/);
+      return true;
+    });
+  });
+
   test('a URI two servers list: the first keeps it, the second is served under anygpt://<server>/', async () => {
     const { resources } = await gateway.client.listResources();
     const uris = resources.map((r) => r.uri);

@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use rmcp::model::{
-    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, GetPromptRequest, GetPromptRequestParams,
-    GetPromptResult, PaginatedRequestParams, Prompt, ReadResourceRequest, ReadResourceRequestParams,
-    ReadResourceResult, Reference, RequestOptionalParam, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
+    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, Reference, RequestOptionalParam, Resource, ResourceContents,
+    ResourceTemplate, Role, ServerCapabilities, ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -136,7 +136,11 @@ impl Engine {
         )
         .await?;
         match answer {
-            ServerResult::GetPromptResult(result) => Ok(scrubbed(result)),
+            ServerResult::GetPromptResult(result) => {
+                let mut result = scrubbed(result);
+                cap_messages(&mut result, state.config.discovery.max_result_bytes());
+                Ok(result)
+            }
             _ => Err(unexpected(&server.spec.name, "prompts/get")),
         }
     }
@@ -484,11 +488,12 @@ fn paged<M: Default>(cursor: Option<PaginatedRequestParams>) -> RequestOptionalP
 async fn send(state: &State, server: &Arc<Server>, request: ClientRequest) -> Result<ServerResult> {
     let timeout = Duration::from_millis(state.spec_of(server).call_timeout_ms());
     let name = server.spec.name.clone();
+    let method = request.method().to_owned();
     match server.request(request, timeout).await {
         Ok((answer, _)) => Ok(answer),
-        Err(source @ UpstreamError::Remote { .. }) => Err(Error::ToolExecution {
+        Err(source @ UpstreamError::Remote { .. }) => Err(Error::Request {
             server: name,
-            tool: "(request)".to_owned(),
+            method,
             source,
         }),
         Err(source) => Err(Error::ServerConnection { server: name, source }),
@@ -555,6 +560,42 @@ fn scrubbed<T: Serialize + DeserializeOwned>(value: T) -> T {
     };
     crate::secrets::scrub_json(&mut json);
     serde_json::from_value(json).unwrap_or(value)
+}
+
+/// Keep a prompt's messages within `max_bytes`, as tool results are: text is cut, another
+/// block that does not fit is dropped with its message, and a last message says what was
+/// removed.
+fn cap_messages(result: &mut GetPromptResult, max_bytes: usize) {
+    let size = |block: &ContentBlock| match block {
+        ContentBlock::Text(text) => text.text.len(),
+        other => serde_json::to_string(other).map_or(0, |s| s.len()),
+    };
+    let total: usize = result.messages.iter().map(|m| size(&m.content)).sum();
+    if total <= max_bytes {
+        return;
+    }
+    let mut budget = max_bytes;
+    let mut kept = Vec::with_capacity(result.messages.len() + 1);
+    for mut message in std::mem::take(&mut result.messages) {
+        let bytes = size(&message.content);
+        if bytes <= budget {
+            budget -= bytes;
+            kept.push(message);
+        } else if let ContentBlock::Text(text) = &mut message.content {
+            let mut end = budget;
+            while !text.text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.text.truncate(end);
+            budget = 0;
+            kept.push(message);
+        }
+    }
+    kept.push(PromptMessage::new_text(
+        Role::User,
+        format!("[anygpt-discovery: prompt truncated: {total} bytes exceed maxResultBytes {max_bytes}]"),
+    ));
+    result.messages = kept;
 }
 
 /// Keep `result` within `max_bytes`: text is cut, a blob that does not fit is dropped, and a
@@ -630,6 +671,25 @@ mod tests {
             "demo://resource/dynamic/text/"
         );
         assert_eq!(fixed_prefix("plain://x"), "plain://x");
+    }
+
+    #[test]
+    fn oversized_prompt_messages_are_cut_and_say_so() {
+        let mut result = GetPromptResult::new(vec![
+            PromptMessage::new_text(Role::User, "abcdef"),
+            PromptMessage::new_text(Role::Assistant, "ghijkl"),
+        ]);
+        cap_messages(&mut result, 8);
+        let texts: Vec<String> = result
+            .messages
+            .iter()
+            .map(|m| match &m.content {
+                ContentBlock::Text(text) => text.text.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(texts[..2], ["abcdef", "gh"]);
+        assert!(texts[2].contains("12 bytes exceed maxResultBytes 8"), "{}", texts[2]);
     }
 
     #[test]
