@@ -203,3 +203,25 @@ test("an idle server's prompts are listed from its snapshot without starting it"
     await second.client.close();
   }
 });
+
+test('a server with prompts and resources but no tools is connected and served', async () => {
+  const config = writeConfig({
+    discovery: {
+      servers: [{
+        name: 'bare',
+        connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs'), '--no-tools'] },
+      }],
+    },
+  });
+  const gateway = await startGateway(config);
+  try {
+    const { prompts } = await gateway.client.listPrompts();
+    assert.deepEqual(prompts.map((p) => p.name), ['bare__twin-hello']);
+    const { contents } = await gateway.client.readResource({ uri: SHARED_URI });
+    assert.equal(contents[0].text, 'written by the twin server');
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    assert.deepEqual([body.servers[0].status, body.servers[0].toolCount], ['connected', 0], JSON.stringify(body.servers[0]));
+  } finally {
+    await gateway.client.close();
+  }
+});

@@ -336,9 +336,16 @@ where
             None => client.serve(transport).await,
         };
         let service = served.map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
-        let tools = list_tools(service.peer(), &service.service().pages)
-            .await
-            .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;
+        let tools = match list_tools(service.peer(), &service.service().pages).await {
+            Ok(tools) => tools,
+            // A server that declares no tools (one of prompts or resources only) and refuses
+            // the listing has none; one that declares them must list them.
+            Err(error) if !declares_tools(service.peer()) => {
+                tracing::debug!(server = %service.service().server, %error, "no tools declared nor listed");
+                Listing::default()
+            }
+            Err(error) => return Err(Failure::Handshake(format!("tools/list failed: {error}"))),
+        };
         Ok::<_, Failure>((service, tools))
     };
     tokio::select! {
@@ -347,6 +354,11 @@ where
         }),
         () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
     }
+}
+
+/// Whether the server declared tools in its handshake.
+fn declares_tools(peer: &rmcp::Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|info| info.capabilities.tools.is_some())
 }
 
 /// Every page of `tools/list`, read tool by tool ([`listing`](super::listing)): invalid
