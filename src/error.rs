@@ -100,6 +100,15 @@ pub enum Error {
         tool: String,
         reason: String,
     },
+    /// A request other than a tool call (a prompt, a resource read, a completion) failed at
+    /// the server that owns it: the server's own error.
+    #[error("{method} on server `{server}` failed: {source}")]
+    Request {
+        server: String,
+        method: String,
+        #[source]
+        source: UpstreamError,
+    },
 }
 
 /// The engine's result type.
@@ -132,7 +141,8 @@ impl Error {
             Self::ToolNotFound { .. } => ErrorCode::ToolNotFound,
             Self::ToolDisabled { .. } => ErrorCode::ToolDisabled,
             Self::Validation { .. } => ErrorCode::ValidationError,
-            Self::ToolExecution { .. } => ErrorCode::ToolExecutionError,
+            // A request other than a tool call that the server failed counts as its tool would.
+            Self::ToolExecution { .. } | Self::Request { .. } => ErrorCode::ToolExecutionError,
             Self::ToolExecutionTimeout { .. } => ErrorCode::ToolExecutionTimeout,
             Self::ToolBlocked { .. } => ErrorCode::ToolBlocked,
         }
@@ -151,7 +161,9 @@ impl Error {
     #[must_use]
     pub fn subject(&self) -> (Option<&str>, Option<&str>) {
         match self {
-            Self::ServerConnection { server, .. } | Self::ServerNotFound { server, .. } => (Some(server), None),
+            Self::ServerConnection { server, .. }
+            | Self::ServerNotFound { server, .. }
+            | Self::Request { server, .. } => (Some(server), None),
             Self::ToolNotFound { server, tool, .. }
             | Self::ToolDisabled { server, tool }
             | Self::ToolExecution { server, tool, .. }

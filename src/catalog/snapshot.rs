@@ -12,11 +12,16 @@
 //! scan every tool again. Files without them (older, or written by hand) still load; the
 //! checks then run, and the gateway may store their findings back ([`SnapshotStore::save`]
 //! with the file's own `saved_at_ms`).
+//!
+//! Beside each tool file, what else the server offered when it was last asked (its prompts,
+//! resources and resource templates: [`OfferKind`]), one file a kind, so listing them can
+//! answer for a server that is not running without starting it.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::model::Tool;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::config::ServerSpec;
@@ -195,6 +200,91 @@ impl SnapshotStore {
     }
 }
 
+/// The lists besides tools a snapshot keeps, one file each.
+#[derive(Debug, Clone, Copy)]
+pub enum OfferKind {
+    Prompts,
+    Resources,
+    ResourceTemplates,
+}
+
+impl OfferKind {
+    fn suffix(self) -> &'static str {
+        match self {
+            Self::Prompts => "prompts",
+            Self::Resources => "resources",
+            Self::ResourceTemplates => "templates",
+        }
+    }
+}
+
+/// One stored list of a kind, headed like a tool snapshot.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OfferFile<T> {
+    format: u32,
+    gateway_version: String,
+    server: String,
+    fingerprint: String,
+    saved_at_ms: u64,
+    /// The list (as JSON while it is written, scrubbed).
+    items: T,
+}
+
+impl SnapshotStore {
+    fn offer_path(&self, spec: &ServerSpec, kind: OfferKind) -> PathBuf {
+        let tools = self.path(spec);
+        tools.with_extension(format!("{}.json", kind.suffix()))
+    }
+
+    /// The stored list of `kind` for `spec`, or `None` (missing, corrupt or foreign).
+    #[must_use]
+    pub fn load_offers<T: DeserializeOwned>(&self, spec: &ServerSpec, kind: OfferKind) -> Option<Vec<T>> {
+        let path = self.offer_path(spec, kind);
+        let bytes = std::fs::read(&path).ok()?;
+        let file: OfferFile<Vec<T>> = match serde_json::from_slice(&bytes) {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(server = %spec.name, path = %path.display(), %error, "ignoring stored list");
+                return None;
+            }
+        };
+        let current = file.format == FORMAT
+            && file.gateway_version == env!("CARGO_PKG_VERSION")
+            && file.server == spec.name
+            && file.fingerprint == fingerprint(spec);
+        current.then_some(file.items)
+    }
+
+    /// Store the list of `kind` `spec`'s server gave, scrubbed of registered secrets.
+    /// Failures are logged, never fatal.
+    pub fn save_offers<T: Serialize>(&self, spec: &ServerSpec, kind: OfferKind, items: &[T]) {
+        let mut items = match serde_json::to_value(items) {
+            Ok(items) => items,
+            Err(error) => {
+                tracing::warn!(server = %spec.name, %error, "cannot store the list");
+                return;
+            }
+        };
+        crate::secrets::scrub_json(&mut items);
+        let file = OfferFile {
+            format: FORMAT,
+            gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
+            server: spec.name.clone(),
+            fingerprint: fingerprint(spec),
+            saved_at_ms: now_ms(),
+            items,
+        };
+        let path = self.offer_path(spec, kind);
+        let written = serde_json::to_string(&file)
+            .map_err(std::io::Error::other)
+            .and_then(|text| crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache));
+        if let Err(error) = written {
+            tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write the stored list");
+        }
+    }
+}
+
 /// A tool as stored: tools arrive scrubbed, and this catches a secret registered since
 /// (another server's). Only the texts that may quote one: the file is the gateway's own
 /// record, so the server's name and the tools' names stay as they are, or the snapshot
@@ -273,6 +363,24 @@ mod tests {
 
     fn tool(name: &str) -> Tool {
         Tool::new(name.to_owned(), "d", std::sync::Arc::new(serde_json::Map::new()))
+    }
+
+    #[test]
+    fn round_trips_a_list_of_prompts_beside_the_tools_of_the_same_launch_spec_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SnapshotStore::new(dir.path().to_path_buf());
+        let prompt = rmcp::model::Prompt::new("greet", Some("Say hello"), None);
+        store.save(&spec("node"), &[tool("a")], None, None);
+        store.save_offers(&spec("node"), OfferKind::Prompts, std::slice::from_ref(&prompt));
+        let loaded: Vec<rmcp::model::Prompt> = store.load_offers(&spec("node"), OfferKind::Prompts).unwrap();
+        assert_eq!(loaded, [prompt]);
+        assert_eq!(store.load(&spec("node")).unwrap().tools.len(), 1);
+        assert!(store
+            .load_offers::<rmcp::model::Prompt>(&spec("deno"), OfferKind::Prompts)
+            .is_none());
+        assert!(store
+            .load_offers::<rmcp::model::Prompt>(&spec("node"), OfferKind::Resources)
+            .is_none());
     }
 
     #[test]

@@ -12,6 +12,7 @@
 mod cap;
 mod dto;
 mod execute;
+mod offers;
 mod state;
 mod trust;
 mod validate;
@@ -30,7 +31,7 @@ use state::State;
 /// Remote servers' secrets taken out of a text (for the faces' log writers): upstream learns
 /// them when it dials a server; the faces reach them only through the engine.
 pub use crate::upstream::scrub_known as scrub_secrets;
-pub use crate::upstream::{ProgressSink, ProgressUpdate};
+pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
 pub use dto::{
     ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,
@@ -68,6 +69,8 @@ pub struct Engine {
     state: Arc<RwLock<Arc<State>>>,
     /// One reload at a time: each builds on the state the last one left.
     reloading: Arc<tokio::sync::Mutex<()>>,
+    /// Which server owns each resource URI the client was given (`offers`).
+    routes: Arc<offers::Routes>,
 }
 
 impl Engine {
@@ -77,6 +80,7 @@ impl Engine {
         Self {
             state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
             reloading: Arc::default(),
+            routes: Arc::default(),
         }
     }
 
@@ -88,6 +92,7 @@ impl Engine {
         Self {
             state: Arc::new(RwLock::new(Arc::new(State::with_catalog(catalog.into())))),
             reloading: Arc::default(),
+            routes: Arc::default(),
         }
     }
 

@@ -315,6 +315,11 @@ impl State {
         }
     }
 
+    /// Where snapshots are kept; `None` when the cache is off.
+    pub fn snapshots(&self) -> Option<&SnapshotStore> {
+        self.snapshots.as_ref()
+    }
+
     /// Wait until the snapshots are indexed (at once after startup).
     pub async fn indexed(&self) {
         let mut indexed = self.indexed.subscribe();

@@ -8,6 +8,8 @@
 //! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
 //! `forwarded` names, checks and bounds the requests downstream servers send the client during
 //! an `execute_tool` (elicitation, sampling).
+//! `offers` passes on the servers' prompts, resources and completions (named and routed by
+//! `engine::offers`).
 //! Engine errors become `isError` results with the compact JSON body; downstream results of
 //! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
@@ -15,6 +17,7 @@ mod bound;
 mod forwarded;
 mod inbound;
 pub(crate) mod meta_tool;
+mod offers;
 mod server;
 mod tools;
 mod wire;

@@ -1,19 +1,23 @@
 //! The rmcp server handler and the serve loop.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
+use super::offers;
 use super::wire::LineTransport;
 use crate::engine::Engine;
 
@@ -27,12 +31,16 @@ search_tools to find one, get_tool_details for its schema, execute_tool to run i
 #[derive(Debug, Clone)]
 pub struct Gateway {
     engine: Engine,
+    relay: Arc<offers::Relay>,
 }
 
 impl Gateway {
     #[must_use]
     pub fn new(engine: Engine) -> Self {
-        Self { engine }
+        Self {
+            engine,
+            relay: Arc::default(),
+        }
     }
 }
 
@@ -41,8 +49,20 @@ impl ServerHandler for Gateway {
     /// server's tools change, not when a reload adds, restarts or removes servers (what changes
     /// is what `search_tools` and `list_tools` find). So `tools.listChanged` is not advertised
     /// and `notifications/tools/list_changed` is never sent.
+    ///
+    /// Prompts, resources and completions are the downstream servers' own, passed on
+    /// (`offers`).
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_completions()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("anygpt-discovery", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -66,6 +86,82 @@ impl ServerHandler for Gateway {
             Err(Rejected::UnknownTool(error)) => Err(error),
         }
     }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        offers::list_prompts(&self.engine, cursor(request.as_ref())).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        offers::get_prompt(&self.engine, request).await.map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        offers::list_resources(&self.engine, cursor(request.as_ref())).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        offers::list_resource_templates(&self.engine, cursor(request.as_ref())).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        offers::read_resource(&self.engine, request).await.map(Into::into)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.relay.start(context.peer);
+    }
+
+    // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        offers::subscribe(&self.engine, &self.relay, request).await
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        offers::unsubscribe(&self.engine, &self.relay, request).await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        offers::complete(&self.engine, request).await
+    }
+}
+
+/// The cursor a listing request carries, if any.
+fn cursor(request: Option<&PaginatedRequestParams>) -> Option<&str> {
+    request.and_then(|r| r.cursor.as_deref())
 }
 
 /// Serve the gateway over `read`/`write` (one JSON-RPC message per line) until the client

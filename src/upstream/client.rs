@@ -258,6 +258,23 @@ impl ClientHandler for UpstreamClient {
         tracing::debug!(server = %self.server, "tools/list_changed");
         self.relist.notify_one();
     }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::offer_events::publish(&self.server, &super::offer_events::OfferEvent::PromptsChanged);
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        super::offer_events::publish(&self.server, &super::offer_events::OfferEvent::ResourcesChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let event = super::offer_events::OfferEvent::ResourceUpdated { uri: params.uri };
+        super::offer_events::publish(&self.server, &event);
+    }
 }
 
 /// A session after its handshake, with the server's tools.
@@ -319,9 +336,16 @@ where
             None => client.serve(transport).await,
         };
         let service = served.map_err(|e| Failure::Handshake(format!("handshake failed: {}", init_error_text(&e))))?;
-        let tools = list_tools(service.peer(), &service.service().pages)
-            .await
-            .map_err(|e| Failure::Handshake(format!("tools/list failed: {e}")))?;
+        let tools = match list_tools(service.peer(), &service.service().pages).await {
+            Ok(tools) => tools,
+            // A server that declares no tools (one of prompts or resources only) and refuses
+            // the listing has none; one that declares them must list them.
+            Err(error) if !declares_tools(service.peer()) => {
+                tracing::debug!(server = %service.service().server, %error, "no tools declared nor listed");
+                Listing::default()
+            }
+            Err(error) => return Err(Failure::Handshake(format!("tools/list failed: {error}"))),
+        };
         Ok::<_, Failure>((service, tools))
     };
     tokio::select! {
@@ -330,6 +354,11 @@ where
         }),
         () = shutdown.cancelled() => Err(Failure::Other(UpstreamError::ShuttingDown)),
     }
+}
+
+/// Whether the server declared tools in its handshake.
+fn declares_tools(peer: &rmcp::Peer<RoleClient>) -> bool {
+    peer.peer_info().is_some_and(|info| info.capabilities.tools.is_some())
 }
 
 /// Most `tools/list` pages read for one listing: a server paging out empty pages under ever

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use reqwest::Url;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, InputRequiredResult, ProgressToken,
-    ProtocolVersion, ServerResult, Tool,
+    ProtocolVersion, ServerCapabilities, ServerResult, Tool,
 };
 use rmcp::service::{PeerRequestOptions, RunningService, ServiceError};
 use rmcp::RoleClient;
@@ -340,26 +340,69 @@ impl Connection {
             Ok(_) => Err(UpstreamError::protocol(
                 "the server answered tools/call with another result type",
             )),
-            Err(ServiceError::McpError(e)) if lines::is_unreadable_answer(&e) => {
-                Err(UpstreamError::protocol(&e.message))
-            }
-            Err(ServiceError::McpError(e)) => Err(UpstreamError::remote(self.shown(&e.message))),
+            Err(error) => Err(self.failure(error).await),
+        }
+    }
+
+    /// What a failed request means: the server's own error, a send that failed on a live
+    /// session, or the session's end (with what the process did).
+    async fn failure(&self, error: ServiceError) -> UpstreamError {
+        match error {
+            ServiceError::McpError(e) if lines::is_unreadable_answer(&e) => UpstreamError::protocol(&e.message),
+            ServiceError::McpError(e) => UpstreamError::remote(self.shown(&e.message)),
             // The server wants a sign-in nobody has done: the session is of no use until then.
-            Err(ServiceError::TransportSend(error))
+            ServiceError::TransportSend(error)
                 if transport_error_text(&error).starts_with(super::oauth::NEEDS_SIGN_IN) =>
             {
-                Err(UpstreamError::closed(transport_error_text(&error)))
+                UpstreamError::closed(transport_error_text(&error))
             }
             // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            Err(ServiceError::TransportSend(error)) if !self.is_closed() => Err(UpstreamError::remote(self.shown(
-                &format!("the request could not be sent: {}", transport_error_text(&error)),
+            ServiceError::TransportSend(error) if !self.is_closed() => UpstreamError::remote(self.shown(&format!(
+                "the request could not be sent: {}",
+                transport_error_text(&error)
             ))),
-            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
                 // Give the waiter a moment to record the exit status for the reason.
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                Err(UpstreamError::closed(self.explain_end()))
+                UpstreamError::closed(self.explain_end())
             }
-            Err(other) => Err(UpstreamError::remote(self.shown(&service_error_text(&other)))),
+            other => UpstreamError::remote(self.shown(&service_error_text(&other))),
+        }
+    }
+
+    /// What the server declared in its handshake.
+    pub fn capabilities(&self) -> Option<ServerCapabilities> {
+        self.service.peer().peer_info().map(|info| info.capabilities.clone())
+    }
+
+    /// Send one request other than a tool call, answered within `timeout`. Dropping the
+    /// future (or the timeout) cancels it downstream.
+    ///
+    /// # Errors
+    /// As [`Connection::call`]: `Timeout`, `Closed`, `Remote`, `Protocol`.
+    pub async fn request(&self, request: ClientRequest, timeout: Duration) -> Result<ServerResult, UpstreamError> {
+        let peer = self.service.peer();
+        let handle = match peer
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.failure(error).await),
+        };
+        let mut abandon = CancelOnDrop::new(peer, handle.id.clone());
+        match tokio::time::timeout(timeout, handle.await_response()).await {
+            Ok(Ok(answer)) => {
+                abandon.disarm();
+                Ok(answer)
+            }
+            Ok(Err(error)) => {
+                abandon.disarm();
+                Err(self.failure(error).await)
+            }
+            Err(_) => Err(UpstreamError::Timeout {
+                what: "no answer",
+                limit: timeout,
+            }),
         }
     }
 

@@ -17,6 +17,7 @@
 //!   reason, a name served once, a cap on how many are kept (and read);
 //! - `client`: the MCP client we present to a server and the handshake every transport ends
 //!   in, below both the transports and `connection`;
+//! - `offer_events`: prompt and resource announcements of any session, to whoever listens;
 //! - `connection`: one live rmcp client session — open, call with progress routing, re-list
 //!   on `tools/list_changed`, close;
 //! - `supervisor`: one handle per configured server — its state machine, connect slots,
@@ -34,6 +35,7 @@ mod launcher;
 mod lines;
 mod listing;
 mod oauth;
+mod offer_events;
 mod process;
 mod process_tree;
 #[cfg(unix)]
@@ -54,6 +56,7 @@ pub(crate) use oauth::keychain::Keychain;
 pub(crate) use oauth::{
     forget as forget_sign_in, is_waiting as sign_in_waiting, sign_in_wanted, stored_sign_ins, StoredSignIn,
 };
+pub use offer_events::{listen_offers, Listening, OfferEvent, OfferListener};
 pub(crate) use remote::{install_crypto_provider, sign_in_now};
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ClientRequest, ServerCapabilities, ServerResult, Tool};
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -82,6 +82,15 @@ pub(crate) trait Session: Send + Sync + 'static {
         timeout: Duration,
         progress: Option<ProgressSink>,
     ) -> impl Future<Output = Result<CallToolResult, UpstreamError>> + Send;
+    /// What the server declared in its handshake (prompts, resources, completions…).
+    fn capabilities(&self) -> Option<ServerCapabilities>;
+    /// Send one request other than a tool call (a prompt, resource or completion request)
+    /// and return the server's answer, scrubbed of registered secrets.
+    fn request(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<ServerResult, UpstreamError>> + Send;
     /// Close the session and end what runs under it.
     fn end(self: Arc<Self>) -> impl Future<Output = ()> + Send;
 }
@@ -160,6 +169,14 @@ impl Session for Connection {
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResult, UpstreamError> {
         Connection::call(self, params, timeout, progress).await
+    }
+
+    fn capabilities(&self) -> Option<ServerCapabilities> {
+        Connection::capabilities(self)
+    }
+
+    async fn request(&self, request: ClientRequest, timeout: Duration) -> Result<ServerResult, UpstreamError> {
+        Connection::request(self, request, timeout).await
     }
 
     async fn end(self: Arc<Self>) {
@@ -674,6 +691,44 @@ impl<C: Connector> Handle<C> {
             Ok(_) | Err(_) => {}
         }
         outcome.map_err(CallError::Call)
+    }
+
+    /// Send one request other than a tool call (prompts, resources, completion), connecting
+    /// first when needed; `timeout` covers connecting too. Returns the answer and what the
+    /// server declared, so the caller can tell "not offered" from an empty list.
+    pub async fn request(
+        self: &Arc<Self>,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<(ServerResult, Option<ServerCapabilities>), UpstreamError> {
+        self.lock().in_flight += 1;
+        let _in_flight = InFlight(self);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let session =
+            tokio::time::timeout_at(deadline, self.session())
+                .await
+                .map_err(|_| UpstreamError::Timeout {
+                    what: "did not connect",
+                    limit: timeout,
+                })??;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let outcome = session.request(request, left).await;
+        if let Err(UpstreamError::Closed { detail }) = &outcome {
+            self.lost(&session, detail.clone());
+        }
+        Ok((outcome?, session.capabilities()))
+    }
+
+    /// What the live session's server declared, without connecting; `None` when no session
+    /// is open.
+    #[must_use]
+    pub fn live_capabilities(&self) -> Option<ServerCapabilities> {
+        let inner = self.lock();
+        inner
+            .live
+            .as_ref()
+            .filter(|live| !live.session.is_closed())
+            .and_then(|live| live.session.capabilities())
     }
 
     /// The live session, connecting (or reconnecting a closed one) first.

@@ -57,6 +57,16 @@ impl Session for FakeSession {
         }
         Ok(CallToolResult::success(vec![]))
     }
+    fn capabilities(&self) -> Option<rmcp::model::ServerCapabilities> {
+        None
+    }
+    async fn request(
+        &self,
+        _request: rmcp::model::ClientRequest,
+        _timeout: Duration,
+    ) -> Result<rmcp::model::ServerResult, UpstreamError> {
+        Err(UpstreamError::protocol("the scripted session answers tool calls only"))
+    }
     async fn end(self: Arc<Self>) {
         self.closed.store(true, Ordering::SeqCst);
         self.ended.fetch_add(1, Ordering::SeqCst);

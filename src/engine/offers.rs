@@ -1,0 +1,712 @@
+//! What the servers offer beside tools: prompts, resources, resource templates and
+//! completions, gathered from every enabled server and routed back to the one that owns each.
+//!
+//! Names and URIs are rewritten so each item keeps one owner:
+//! - A prompt is listed as `<server>__<prompt>`: letters, digits, `_` and `-` are all the
+//!   slash-command forms of Claude Code (`/mcp__<gateway>__<prompt>`), VS Code
+//!   (`/mcp.<gateway>.<prompt>`) and Cursor keep as they are, and `__` is the separator Claude
+//!   Code itself uses between server and tool. The longest server name that prefixes it wins.
+//! - A resource (or template) keeps its URI when no server listed before it (in config order)
+//!   has the same one, so the URI a user knows from the server still works. A later server's
+//!   colliding URI is served as `anygpt://<server>/<original URI>`, which routes to that server
+//!   and is given back to it unchanged.
+//! - A URI read that no listing holds (one filled in from a template) goes to the server whose
+//!   template's fixed prefix matches longest.
+//!
+//! A server that is not running (idle: served from its tool snapshot, or closed for idleness)
+//! is not started to list these: its lists as last stored beside its snapshot answer for it.
+//! Each listing that reached a server stores what it gave.
+//!
+//! Every answer is scrubbed of registered secrets; resource contents obey `maxResultBytes`
+//! like tool results.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::join_all;
+use rmcp::model::{
+    ClientRequest, CompleteRequest, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResult, PaginatedRequestParams, Prompt, PromptMessage, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResult, Reference, RequestOptionalParam, Resource, ResourceContents,
+    ResourceTemplate, Role, ServerCapabilities, ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
+};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::state::{Server, State};
+use super::Engine;
+use crate::catalog::snapshot::OfferKind;
+use crate::error::{Error, Result};
+use crate::upstream::{ServerState, UpstreamError};
+
+/// Between a server's name and its prompt's name.
+pub const PROMPT_SEPARATOR: &str = "__";
+/// The scheme of a URI the gateway gave a resource whose URI an earlier server already has.
+pub const GATEWAY_SCHEME: &str = "anygpt://";
+/// Servers whose lists make one page of the gateway's listing: a client with hundreds of
+/// servers behind the gateway gets them a few dozen at a time, each page asking only its own.
+const PAGE_SERVERS: usize = 32;
+/// Pages read from one server per listing: a server that never stops paging is cut here.
+const MAX_PAGES: usize = 32;
+
+/// Which of the kinds of offers a request is about.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Prompts,
+    Resources,
+    Completions,
+}
+
+impl Kind {
+    fn offered(self, capabilities: &ServerCapabilities) -> bool {
+        match self {
+            Self::Prompts => capabilities.prompts.is_some(),
+            Self::Resources => capabilities.resources.is_some(),
+            Self::Completions => capabilities.completions.is_some(),
+        }
+    }
+}
+
+/// Where the last listings put each URI and template: the routing table for reads.
+#[derive(Debug, Default)]
+pub(super) struct Routes {
+    inner: Mutex<RouteTable>,
+}
+
+#[derive(Debug, Default)]
+struct RouteTable {
+    /// URI as the server gave it → server, first lister wins.
+    uris: HashMap<String, String>,
+    /// Fixed prefix of a template (before its first `{`) → server, first lister wins.
+    templates: Vec<(String, String)>,
+    /// Template as the server gave it → server, first lister wins.
+    template_owners: HashMap<String, String>,
+}
+
+impl Routes {
+    fn table(&self) -> std::sync::MutexGuard<'_, RouteTable> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Engine {
+    /// One page of the enabled servers' prompts, named `<server>__<prompt>`, in config order,
+    /// and the cursor of the next page.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_prompts(&self, cursor: Option<&str>) -> Result<(Vec<Prompt>, Option<String>)> {
+        let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
+        let lists = gather(
+            &servers,
+            &state,
+            (Kind::Prompts, OfferKind::Prompts),
+            |cursor| ClientRequest::ListPromptsRequest(paged(cursor)),
+            |answer| match answer {
+                ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
+                _ => None,
+            },
+        )
+        .await;
+        let mut prompts = Vec::new();
+        for (server, list) in lists {
+            for mut prompt in list {
+                prompt.name = format!("{server}{PROMPT_SEPARATOR}{}", prompt.name);
+                prompts.push(scrubbed(prompt));
+            }
+        }
+        Ok((prompts, next))
+    }
+
+    /// `prompts/get` of a listed name, sent to its server under the server's own name.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a name no server prefixes; `SERVER_CONNECTION_ERROR`, or the
+    /// server's own error as `TOOL_EXECUTION_ERROR`.
+    pub async fn get_prompt(&self, mut params: GetPromptRequestParams) -> Result<GetPromptResult> {
+        let state = self.current();
+        let (server, prompt) = split_prompt(&state, &params.name)?;
+        params.name = prompt;
+        let answer = send(
+            &state,
+            &server,
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
+        )
+        .await?;
+        match answer {
+            ServerResult::GetPromptResult(result) => {
+                let mut result = scrubbed(result);
+                cap_messages(&mut result, state.config.discovery.max_result_bytes());
+                Ok(result)
+            }
+            _ => Err(unexpected(&server.spec.name, "prompts/get")),
+        }
+    }
+
+    /// One page of the enabled servers' resources; a URI an earlier server has is served
+    /// under `anygpt://<server>/<uri>`.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_resources(&self, cursor: Option<&str>) -> Result<(Vec<Resource>, Option<String>)> {
+        let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
+        let lists = gather(
+            &servers,
+            &state,
+            (Kind::Resources, OfferKind::Resources),
+            |cursor| ClientRequest::ListResourcesRequest(paged(cursor)),
+            |answer| match answer {
+                ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
+                _ => None,
+            },
+        )
+        .await;
+        let mut table = self.routes.table();
+        if cursor.is_none() {
+            table.uris.clear();
+        }
+        let mut resources = Vec::new();
+        for (server, list) in lists {
+            for mut resource in list {
+                let uri = std::mem::take(&mut resource.uri);
+                resource.uri = claim(&mut table.uris, &server, uri);
+                resources.push(scrubbed(resource));
+            }
+        }
+        Ok((resources, next))
+    }
+
+    /// One page of the enabled servers' resource templates, colliding ones renamed as
+    /// resources are.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a cursor this gateway did not give.
+    pub async fn list_resource_templates(
+        &self,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<ResourceTemplate>, Option<String>)> {
+        let state = self.current();
+        let (servers, next) = page(&state, cursor)?;
+        let lists = gather(
+            &servers,
+            &state,
+            (Kind::Resources, OfferKind::ResourceTemplates),
+            |cursor| ClientRequest::ListResourceTemplatesRequest(paged(cursor)),
+            |answer| match answer {
+                ServerResult::ListResourceTemplatesResult(page) => Some((page.resource_templates, page.next_cursor)),
+                _ => None,
+            },
+        )
+        .await;
+        let mut table = self.routes.table();
+        if cursor.is_none() {
+            table.templates.clear();
+            table.template_owners.clear();
+        }
+        let mut templates = Vec::new();
+        for (server, list) in lists {
+            for mut template in list {
+                let original = std::mem::take(&mut template.uri_template);
+                let prefix = fixed_prefix(&original).to_owned();
+                if !table.templates.iter().any(|(p, _)| *p == prefix) {
+                    table.templates.push((prefix, server.clone()));
+                }
+                template.uri_template = claim(&mut table.template_owners, &server, original);
+                templates.push(scrubbed(template));
+            }
+        }
+        Ok((templates, next))
+    }
+
+    /// `resources/read`, routed by the URI rule (module docs); contents within
+    /// `maxResultBytes`.
+    ///
+    /// # Errors
+    /// `VALIDATION_ERROR` for a URI no server lists or templates; the server's errors.
+    pub async fn read_resource(&self, mut params: ReadResourceRequestParams) -> Result<ReadResourceResult> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let shown = std::mem::replace(&mut params.uri, uri.clone());
+        let answer = send(
+            &state,
+            &server,
+            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)),
+        )
+        .await?;
+        let ServerResult::ReadResourceResult(result) = answer else {
+            return Err(unexpected(&server.spec.name, "resources/read"));
+        };
+        let mut result = scrubbed(result);
+        // The client asked for `shown`; contents of that very URI are given back under it.
+        for contents in &mut result.contents {
+            let (ResourceContents::TextResourceContents { uri: own, .. }
+            | ResourceContents::BlobResourceContents { uri: own, .. }) = contents
+            else {
+                continue;
+            };
+            if *own == uri {
+                own.clone_from(&shown);
+            }
+        }
+        cap_contents(&mut result, state.config.discovery.max_result_bytes(), &shown);
+        Ok(result)
+    }
+
+    /// `completion/complete` for a prompt's or a template's argument, routed to its server.
+    ///
+    /// # Errors
+    /// As [`Engine::get_prompt`] and [`Engine::read_resource`].
+    pub async fn complete(&self, mut params: CompleteRequestParams) -> Result<CompleteResult> {
+        let state = self.current();
+        let server = match &mut params.r#ref {
+            Reference::Prompt(prompt) => {
+                let (server, name) = split_prompt(&state, &prompt.name)?;
+                prompt.name = name;
+                server
+            }
+            Reference::Resource(template) => {
+                let (server, uri) = self.route_uri(&state, &template.uri).await?;
+                template.uri = uri;
+                server
+            }
+            _ => {
+                return Err(Error::validation(
+                    "`ref`: only `ref/prompt` and `ref/resource` can be completed",
+                ))
+            }
+        };
+        if server
+            .live_capabilities()
+            .is_some_and(|c| !Kind::Completions.offered(&c))
+        {
+            return Ok(CompleteResult::default());
+        }
+        let answer = send(
+            &state,
+            &server,
+            ClientRequest::CompleteRequest(CompleteRequest::new(params)),
+        )
+        .await?;
+        match answer {
+            ServerResult::CompleteResult(result) => Ok(scrubbed(result)),
+            _ => Err(unexpected(&server.spec.name, "completion/complete")),
+        }
+    }
+
+    /// `resources/subscribe` of a URI the client was given, sent to its server under the
+    /// server's own URI. Returns that server and URI: what its `ResourceUpdated` events name.
+    ///
+    /// # Errors
+    /// As [`Engine::read_resource`]; a server without subscriptions answers with its error.
+    pub async fn subscribe_resource(&self, params: SubscribeRequestParams) -> Result<(String, String)> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let mut params = params;
+        params.uri.clone_from(&uri);
+        // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+        #[allow(deprecated)]
+        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(params));
+        send(&state, &server, request).await?;
+        Ok((server.spec.name.clone(), uri))
+    }
+
+    /// `resources/unsubscribe`, routed as [`Engine::subscribe_resource`].
+    ///
+    /// # Errors
+    /// As [`Engine::subscribe_resource`].
+    pub async fn unsubscribe_resource(&self, params: UnsubscribeRequestParams) -> Result<(String, String)> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let mut params = params;
+        params.uri.clone_from(&uri);
+        #[allow(deprecated)]
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(params));
+        send(&state, &server, request).await?;
+        Ok((server.spec.name.clone(), uri))
+    }
+
+    /// The server a URI (or template) the client was given belongs to, and the URI that
+    /// server knows it by. Lists again when the table has not seen it.
+    async fn route_uri(&self, state: &State, uri: &str) -> Result<(Arc<Server>, String)> {
+        if let Some(rest) = uri.strip_prefix(GATEWAY_SCHEME) {
+            let (server, original) = longest_prefixed(state, rest, "/").ok_or_else(|| {
+                Error::validation(format!(
+                    "`uri`: `{uri}` names no configured server after `{GATEWAY_SCHEME}`; resources/list gives the URIs to use"
+                ))
+            })?;
+            return Ok((server, original.to_owned()));
+        }
+        if let Some(server) = self.lookup(uri) {
+            return Ok((state.server(&server)?.clone(), uri.to_owned()));
+        }
+        // Not seen yet (a read before any listing, or a URI filled in from a template).
+        self.list_every_page().await?;
+        match self.lookup(uri) {
+            Some(server) => Ok((state.server(&server)?.clone(), uri.to_owned())),
+            None => Err(Error::validation(format!(
+                "`uri`: no server lists `{uri}` or a template it fits; resources/list and resources/templates/list give the URIs to use"
+            ))),
+        }
+    }
+
+    /// Every page of resources and templates, to route by.
+    async fn list_every_page(&self) -> Result<()> {
+        let mut cursor = None;
+        loop {
+            let (_, next) = self.list_resources(cursor.as_deref()).await?;
+            cursor = next;
+            if cursor.is_none() {
+                break;
+            }
+        }
+        loop {
+            let (_, next) = self.list_resource_templates(cursor.as_deref()).await?;
+            cursor = next;
+            if cursor.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn lookup(&self, uri: &str) -> Option<String> {
+        let table = self.routes.table();
+        if let Some(server) = table.uris.get(uri) {
+            return Some(server.clone());
+        }
+        table
+            .templates
+            .iter()
+            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, server)| server.clone())
+    }
+}
+
+/// Each of `servers`' full list of one kind, in config order; a server that does not offer
+/// the kind, or fails, gives nothing (a failure is logged). An idle server's stored list
+/// answers for it; a list read in full is stored.
+async fn gather<T: Serialize + DeserializeOwned>(
+    servers: &[Arc<Server>],
+    state: &State,
+    (kind, stored): (Kind, OfferKind),
+    request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
+    page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
+) -> Vec<(String, Vec<T>)> {
+    let lists = servers.iter().map(|server| {
+        let (request, page) = (&request, &page);
+        async move {
+            let name = server.spec.name.clone();
+            let mut items = Vec::new();
+            let store = state.snapshots();
+            if matches!(server.state(), ServerState::Idle) {
+                if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, stored)) {
+                    return (name, items);
+                }
+            }
+            let mut cursor = None;
+            let mut complete = false;
+            // A server known not to offer the kind is not asked (nor warned about).
+            let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
+            if not_offered() {
+                return (name, items);
+            }
+            for _ in 0..MAX_PAGES {
+                let params = cursor
+                    .take()
+                    .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+                let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
+                let answer = match server.request(request(params), timeout).await {
+                    Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
+                        complete = true;
+                        break;
+                    }
+                    Ok((answer, _)) => answer,
+                    Err(error) => {
+                        if !not_offered() {
+                            tracing::warn!(server = %name, ?kind, %error, "left out of the listing");
+                        }
+                        break;
+                    }
+                };
+                let Some((more, next)) = page(answer) else {
+                    tracing::warn!(server = %name, ?kind, "the server answered a listing with another result type");
+                    break;
+                };
+                items.extend(more);
+                cursor = next;
+                if cursor.is_none() {
+                    complete = true;
+                    break;
+                }
+            }
+            if complete {
+                if let Some(store) = store {
+                    store.save_offers(&server.spec, stored, &items);
+                }
+            }
+            (name, items)
+        }
+    });
+    join_all(lists).await
+}
+
+/// The servers of the page at `cursor` (the index of its first server), and the next cursor.
+fn page(state: &State, cursor: Option<&str>) -> Result<(Vec<Arc<Server>>, Option<String>)> {
+    let servers: Vec<Arc<Server>> = state.upstream.handles().cloned().collect();
+    let (range, next) = page_range(servers.len(), cursor)?;
+    Ok((servers[range].to_vec(), next))
+}
+
+/// Which of `total` servers the page at `cursor` covers, and the cursor after it.
+fn page_range(total: usize, cursor: Option<&str>) -> Result<(std::ops::Range<usize>, Option<String>)> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor.parse::<usize>().ok().filter(|start| *start < total).ok_or_else(|| {
+            Error::validation(format!(
+                "`cursor`: `{}` is not a cursor this gateway gave (or the servers changed since); list again without one",
+                cursor.chars().take(64).collect::<String>()
+            ))
+        })?,
+    };
+    let end = (start + PAGE_SERVERS).min(total);
+    Ok((start..end, (end < total).then(|| end.to_string())))
+}
+
+/// A listing request for the page at `cursor`.
+fn paged<M: Default>(cursor: Option<PaginatedRequestParams>) -> RequestOptionalParam<M, PaginatedRequestParams> {
+    RequestOptionalParam {
+        method: M::default(),
+        params: cursor,
+        extensions: rmcp::model::Extensions::default(),
+    }
+}
+
+/// Send `request` to `server` within its call timeout.
+async fn send(state: &State, server: &Arc<Server>, request: ClientRequest) -> Result<ServerResult> {
+    let timeout = Duration::from_millis(state.spec_of(server).call_timeout_ms());
+    let name = server.spec.name.clone();
+    let method = request.method().to_owned();
+    match server.request(request, timeout).await {
+        Ok((answer, _)) => Ok(answer),
+        Err(source @ UpstreamError::Remote { .. }) => Err(Error::Request {
+            server: name,
+            method,
+            source,
+        }),
+        Err(source) => Err(Error::ServerConnection { server: name, source }),
+    }
+}
+
+fn unexpected(server: &str, method: &str) -> Error {
+    Error::ServerConnection {
+        server: server.to_owned(),
+        source: UpstreamError::protocol(format!("the server answered {method} with another result type")),
+    }
+}
+
+/// The server and its own prompt name for a listed `<server>__<prompt>`.
+fn split_prompt(state: &State, name: &str) -> Result<(Arc<Server>, String)> {
+    longest_prefixed(state, name, PROMPT_SEPARATOR)
+        .map(|(server, prompt)| (server, prompt.to_owned()))
+        .ok_or_else(|| {
+            Error::validation(format!(
+                "`name`: no server's prompt is named `{name}`; prompts/list gives the names (`<server>{PROMPT_SEPARATOR}<prompt>`)"
+            ))
+        })
+}
+
+/// The server whose name followed by `separator` starts `text` (the longest such name), and
+/// what follows.
+fn longest_prefixed<'t>(state: &State, text: &'t str, separator: &str) -> Option<(Arc<Server>, &'t str)> {
+    state
+        .upstream
+        .handles()
+        .filter_map(|server| {
+            let rest = text.strip_prefix(server.spec.name.as_str())?.strip_prefix(separator)?;
+            Some((server.clone(), rest))
+        })
+        .max_by_key(|(server, _)| server.spec.name.len())
+}
+
+/// `uri` as listed for `server`: as it is when no earlier server has it, else under the
+/// gateway scheme. Records the owner.
+fn claim(owners: &mut HashMap<String, String>, server: &str, uri: String) -> String {
+    match owners.get(&uri) {
+        None => {
+            owners.insert(uri.clone(), server.to_owned());
+            uri
+        }
+        Some(owner) if owner == server => uri,
+        Some(_) => format!("{GATEWAY_SCHEME}{server}/{uri}"),
+    }
+}
+
+/// What every URI of a template starts with: the text before its first expression.
+fn fixed_prefix(template: &str) -> &str {
+    template.find('{').map_or(template, |at| &template[..at])
+}
+
+/// `value` with registered secrets scrubbed from every string in it. A value that does not
+/// survive the round trip (it always does: same type both ways) is kept as it was.
+fn scrubbed<T: Serialize + DeserializeOwned>(value: T) -> T {
+    if !crate::secrets::any_registered() {
+        return value;
+    }
+    let Ok(mut json) = serde_json::to_value(&value) else {
+        return value;
+    };
+    crate::secrets::scrub_json(&mut json);
+    serde_json::from_value(json).unwrap_or(value)
+}
+
+/// Keep a prompt's messages within `max_bytes`, as tool results are: text is cut, another
+/// block that does not fit is dropped with its message, and a last message says what was
+/// removed.
+fn cap_messages(result: &mut GetPromptResult, max_bytes: usize) {
+    let size = |block: &ContentBlock| match block {
+        ContentBlock::Text(text) => text.text.len(),
+        other => serde_json::to_string(other).map_or(0, |s| s.len()),
+    };
+    let total: usize = result.messages.iter().map(|m| size(&m.content)).sum();
+    if total <= max_bytes {
+        return;
+    }
+    let mut budget = max_bytes;
+    let mut kept = Vec::with_capacity(result.messages.len() + 1);
+    for mut message in std::mem::take(&mut result.messages) {
+        let bytes = size(&message.content);
+        if bytes <= budget {
+            budget -= bytes;
+            kept.push(message);
+        } else if let ContentBlock::Text(text) = &mut message.content {
+            let mut end = budget;
+            while !text.text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.text.truncate(end);
+            budget = 0;
+            kept.push(message);
+        }
+    }
+    kept.push(PromptMessage::new_text(
+        Role::User,
+        format!("[anygpt-discovery: prompt truncated: {total} bytes exceed maxResultBytes {max_bytes}]"),
+    ));
+    result.messages = kept;
+}
+
+/// Keep `result` within `max_bytes`: text is cut, a blob that does not fit is dropped, and a
+/// text entry says what was removed (as `cap_result` does for tool results).
+fn cap_contents(result: &mut ReadResourceResult, max_bytes: usize, uri: &str) {
+    let size = |c: &ResourceContents| match c {
+        ResourceContents::TextResourceContents { text, .. } => text.len(),
+        ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
+        other => serde_json::to_string(other).map_or(0, |s| s.len()),
+    };
+    let total: usize = result.contents.iter().map(size).sum();
+    if total <= max_bytes {
+        return;
+    }
+    let mut budget = max_bytes;
+    let mut kept = Vec::with_capacity(result.contents.len() + 1);
+    for mut contents in std::mem::take(&mut result.contents) {
+        let bytes = size(&contents);
+        if bytes <= budget {
+            budget -= bytes;
+            kept.push(contents);
+        } else if let ResourceContents::TextResourceContents { text, .. } = &mut contents {
+            let mut end = budget;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            budget = 0;
+            kept.push(contents);
+        }
+    }
+    kept.push(ResourceContents::TextResourceContents {
+        uri: uri.to_owned(),
+        mime_type: Some("text/plain".to_owned()),
+        text: format!("[anygpt-discovery: resource truncated: {total} bytes exceed maxResultBytes {max_bytes}]"),
+        meta: None,
+    });
+    result.contents = kept;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_lister_keeps_a_uri_and_a_later_one_gets_the_gateway_scheme() {
+        let mut owners = HashMap::new();
+        assert_eq!(claim(&mut owners, "a", "file:///x".into()), "file:///x");
+        assert_eq!(claim(&mut owners, "a", "file:///x".into()), "file:///x");
+        assert_eq!(claim(&mut owners, "b", "file:///x".into()), "anygpt://b/file:///x");
+        assert_eq!(owners["file:///x"], "a");
+    }
+
+    #[test]
+    fn pages_cover_every_server_once_and_refuse_a_foreign_cursor() {
+        let (first, next) = page_range(70, None).unwrap();
+        assert_eq!((first, next.as_deref()), (0..32, Some("32")));
+        let (second, next) = page_range(70, Some("32")).unwrap();
+        assert_eq!((second, next.as_deref()), (32..64, Some("64")));
+        let (last, next) = page_range(70, Some("64")).unwrap();
+        assert_eq!((last, next), (64..70, None));
+        assert_eq!(page_range(0, None).unwrap(), (0..0, None));
+        for bad in ["70", "-1", "abc"] {
+            let error = page_range(70, Some(bad)).unwrap_err().to_string();
+            assert!(error.contains("list again without one"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_template_prefix_stops_at_its_first_expression() {
+        assert_eq!(
+            fixed_prefix("demo://resource/dynamic/text/{id}"),
+            "demo://resource/dynamic/text/"
+        );
+        assert_eq!(fixed_prefix("plain://x"), "plain://x");
+    }
+
+    #[test]
+    fn oversized_prompt_messages_are_cut_and_say_so() {
+        let mut result = GetPromptResult::new(vec![
+            PromptMessage::new_text(Role::User, "abcdef"),
+            PromptMessage::new_text(Role::Assistant, "ghijkl"),
+        ]);
+        cap_messages(&mut result, 8);
+        let texts: Vec<String> = result
+            .messages
+            .iter()
+            .map(|m| match &m.content {
+                ContentBlock::Text(text) => text.text.clone(),
+                _ => String::new(),
+            })
+            .collect();
+        assert_eq!(texts[..2], ["abcdef", "gh"]);
+        assert!(texts[2].contains("12 bytes exceed maxResultBytes 8"), "{}", texts[2]);
+    }
+
+    #[test]
+    fn oversized_contents_are_cut_and_say_so() {
+        let mut result = ReadResourceResult::new(vec![
+            ResourceContents::text("é".repeat(10), "u"),
+            ResourceContents::blob("A".repeat(100), "u"),
+        ]);
+        cap_contents(&mut result, 5, "u");
+        assert_eq!(result.contents.len(), 2);
+        let ResourceContents::TextResourceContents { text, .. } = &result.contents[0] else {
+            panic!("text first")
+        };
+        assert_eq!(text, "éé");
+        let ResourceContents::TextResourceContents { text, .. } = &result.contents[1] else {
+            panic!("a note")
+        };
+        assert!(text.contains("120 bytes exceed maxResultBytes 5"), "{text}");
+    }
+}
