@@ -239,7 +239,7 @@ pub(super) fn tool_from_value(index: usize, value: Value) -> Result<Tool, Droppe
         Some(other) => {
             return Err(at(format!(
                 "its `inputSchema` is {}, not a JSON Schema object",
-                kind(other)
+                crate::config::json_kind(other)
             )))
         }
     }
@@ -283,17 +283,6 @@ fn depth(value: &Value) -> usize {
         Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
         Value::Object(members) => 1 + members.values().map(depth).max().unwrap_or(0),
         _ => 1,
-    }
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 
