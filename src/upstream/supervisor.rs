@@ -624,9 +624,17 @@ impl<C: Connector> Handle<C> {
 
     /// A call needs this server, which a background connect left waiting for a sign-in it did
     /// not start (`oauth`): connect now — the call's [`super::oauth::sign_in_wanted`] guard
-    /// lets this attempt open the browser — and wait up to `limit` for the outcome. Does
-    /// nothing in any other state, or while a sign-in is already open.
+    /// lets this attempt open the browser — and wait up to `limit` for the outcome. A connect
+    /// under way is waited for first. Does nothing in any other state, or while a sign-in is
+    /// already open.
     pub async fn sign_in_for_call(self: &Arc<Self>, limit: Duration) {
+        // A background retry may be under way: it settles at once (in `needs sign-in` again,
+        // or signed in now that this call wants the server), and only then is it known
+        // whether this call must connect. Not waiting, the call found no tools yet and
+        // answered "still starting".
+        if matches!(*self.state.borrow(), ServerState::Connecting { .. }) {
+            self.wait_settled(limit).await;
+        }
         {
             let mut inner = self.lock();
             let needs_sign_in = matches!(&*self.state.borrow(),
