@@ -242,7 +242,7 @@ fn client_servers(
         .map(|(name, spec)| {
             let mut planned = match spec {
                 Ok(spec) => PlannedServer::of(&spec),
-                Err(skip) => PlannedServer::not_run(&name, skip),
+                Err(skip) => PlannedServer::not_run(&name, skip.to_string()),
             };
             if record.and_then(|r| r.decides(&name)) == Some(false) {
                 planned.not_run = Some("disabled in Claude Code's record for this folder".into());

@@ -241,11 +241,11 @@ pub fn servers_in(
     document: &Value,
     base: &Path,
     env: &Environment,
-) -> Vec<(String, Result<ServerSpec, String>)> {
+) -> Vec<(String, Result<ServerSpec, entry::Skip>)> {
     kind.entries(document, env)
         .into_iter()
         .map(|(name, value)| {
-            let spec = entry::to_spec(&name, &value, base, env).map_err(|skip| skip.to_string());
+            let spec = entry::to_spec(&name, &value, base, env);
             (name, spec)
         })
         .collect()
