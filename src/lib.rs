@@ -16,6 +16,7 @@
 //! engine   ── Engine facade: list/search/details/execute/reload/close; argument validation,
 //!             result caps
 //! audit    ── the JSON Lines log of every execute
+//! caller   ── who is asking: the local user, or a caller the HTTP face authenticated
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
@@ -32,6 +33,7 @@
 //! gateway, cli and node only call the engine.
 
 pub(crate) mod audit;
+pub mod caller;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -59,6 +61,7 @@ pub(crate) mod watch;
 #[cfg(feature = "node")]
 pub mod node;
 
+pub use caller::Caller;
 pub use config::Config;
 pub use engine::Engine;
 pub use error::{Error, ErrorCode, Result};

@@ -1,0 +1,80 @@
+//! Who is asking: the identity a face hands the engine with each request.
+//!
+//! The stdio server, the CLI and the Node API act for the local user, who sees everything the
+//! config enables. The HTTP face authenticates each request (an OAuth access token or the
+//! static bearer token) and passes the caller it proved; toolRules may match on it (subject,
+//! groups), so one user never sees another's tools. A caller is built only by a face from what
+//! it verified — never from a value a client sent unverified.
+
+/// The identity behind one request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    /// The token's issuer (`iss`); `None` for the local user and the static bearer token.
+    pub issuer: Option<String>,
+    /// The token's subject (`sub`); `None` for the local user.
+    pub subject: Option<String>,
+    /// Groups or roles the token asserts (the configured claim, e.g. `groups` or `roles`).
+    pub groups: Vec<String>,
+    /// Scopes the token grants (`scope`, space-separated in the token).
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    /// The local user (stdio, CLI, Node API): no identity to match rules against.
+    #[must_use]
+    pub fn local() -> Self {
+        Self::default()
+    }
+
+    /// Whether this is the local user rather than an authenticated remote one.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        self.subject.is_none()
+    }
+
+    /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
+    /// `local`. Bounded, so a long claim cannot flood a log line.
+    #[must_use]
+    pub fn label(&self) -> String {
+        const MAX: usize = 200;
+        let label = match (&self.issuer, &self.subject) {
+            (Some(issuer), Some(subject)) => format!("{issuer}#{subject}"),
+            (None, Some(subject)) => subject.clone(),
+            _ => "local".to_owned(),
+        };
+        if label.len() <= MAX {
+            return label;
+        }
+        let mut end = MAX;
+        while !label.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &label[..end])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Caller;
+
+    #[test]
+    fn local_caller_is_labelled_local() {
+        assert!(Caller::local().is_local());
+        assert_eq!(Caller::local().label(), "local");
+    }
+
+    #[test]
+    fn remote_caller_label_names_issuer_and_subject_and_is_bounded() {
+        let caller = Caller {
+            issuer: Some("https://id.example".into()),
+            subject: Some("alice".into()),
+            ..Caller::default()
+        };
+        assert_eq!(caller.label(), "https://id.example#alice");
+        let long = Caller {
+            subject: Some("é".repeat(300)),
+            ..Caller::default()
+        };
+        assert!(long.label().len() <= 200 + '…'.len_utf8());
+    }
+}
