@@ -278,7 +278,7 @@ describe('setup moves plain-text keys into the keychain', () => {
 });
 
 describe('the savings line', () => {
-  test("matches js-tiktoken o200k of the moved servers' real tools/list (2 % of the fields the gateway reads)", async () => {
+  test("matches js-tiktoken o200k of the moved servers' real tools/list within 2 %", async () => {
     const m = machine();
     const file = join(m.config, 'Claude/claude_desktop_config.json');
     mkdirSync(dirname(file), { recursive: true });
@@ -291,9 +291,6 @@ describe('the savings line', () => {
     const encoding = getEncoding('o200k_base');
     let tools = 0;
     let tokens = 0;
-    // The same lists without the fields the gateway's MCP library (rmcp 3.11) does not model
-    // (`execution`, MCP 2025-11-25): the gateway counts definitions as it reads them.
-    let modelled = 0;
     for (const entry of Object.values(entries)) {
       // A client that answers sampling and elicitation, as the gateway's does (server-everything
       // lists more tools to such a client).
@@ -303,15 +300,14 @@ describe('the savings line', () => {
         const listed = (await client.listTools()).tools;
         tools += listed.length;
         tokens += encoding.encode(JSON.stringify(listed)).length;
-        modelled += encoding.encode(JSON.stringify(listed.map(({ execution, ...known }) => known))).length;
       } finally {
         await client.close();
       }
     }
     assert.equal(savings.toolsBefore, tools);
-    assert.ok(Math.abs(savings.tokensBefore - modelled) / modelled < 0.02, `${savings.tokensBefore} vs ${modelled}`);
-    // The whole real list: within 8 % (`execution` is about 4 % of these servers' lists).
-    assert.ok(Math.abs(savings.tokensBefore - tokens) / tokens < 0.08, `${savings.tokensBefore} vs ${tokens}`);
+    // Fields the gateway's MCP library (rmcp 3.11) does not model, as `execution` (MCP
+    // 2025-11-25, about 4 % of these lists), are counted too: the client would load them.
+    assert.ok(Math.abs(savings.tokensBefore - tokens) / tokens < 0.02, `${savings.tokensBefore} vs ${tokens}`);
     assert.equal(savings.toolsAfter, 5);
     const human = run(m, ['setup', 'claude-desktop', '--dry-run']);
     assert.match(human.stdout, new RegExp(`${tools} tools, ${savings.tokensBefore} o200k tokens before; 5 tools, ${savings.tokensAfter} tokens after`));

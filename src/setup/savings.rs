@@ -5,7 +5,8 @@
 //! Measured, not guessed: each server's tools come from its catalog snapshot or, when it may
 //! be started, its real `tools/list`; only a server that cannot be reached is estimated, and
 //! says so. Tokens are counted with the o200k vocabulary itself (`tiktoken-rs`), on the tools
-//! serialized as a `tools/list` result holds them.
+//! serialized as the server listed them (fields the gateway's MCP library does not model, as
+//! `execution`, included: `upstream::as_listed`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use crate::catalog::snapshot::SnapshotStore;
 use crate::config::{Config, ServerSpec};
 use crate::engine::Engine;
+use crate::upstream::as_listed;
 
 /// A server that could not be measured is counted as this many tools…
 const TYPICAL_TOOLS: usize = 10;
@@ -123,7 +125,7 @@ pub async fn measure(servers: &[ServerSpec], connect: bool) -> Savings {
             Some((tools, from)) => ServerCost {
                 server: spec.name.clone(),
                 tools: tools.len(),
-                tokens: tokens_of(tools),
+                tokens: tokens_of(&tools.iter().map(|tool| as_listed(tool)).collect::<Vec<_>>()),
                 from,
             },
             None => ServerCost {

@@ -249,12 +249,82 @@ pub(super) fn tool_from_value(index: usize, value: Value) -> Result<Tool, Droppe
             "nested {depth} levels deep; the gateway serves tools nested at most {MAX_TOOL_DEPTH} levels"
         )));
     }
-    serde_json::from_value::<Tool>(value).map_err(|error| {
+    serde_json::from_value::<Tool>(keep_unread_fields(value)).map_err(|error| {
         // serde's position is within this tool's text, which nobody sees: leave it out.
         let text = error.to_string();
         let text = text.split(" at line ").next().unwrap_or(&text);
         at(format!("does not read as an MCP tool: {text}"))
     })
+}
+
+/// Where a tool keeps the fields of its definition that rmcp's `Tool` does not model (as
+/// `execution`, MCP 2025-11-25): inside its `_meta`, the one open slot of that type, so they
+/// travel with the tool through the catalog and snapshots. Only [`as_listed`] reads them.
+const UNREAD_FIELDS_KEY: &str = "anygpt.dev/unread-fields";
+
+/// Top-level fields of a tool definition rmcp's `Tool` reads.
+const MODELLED_FIELDS: [&str; 8] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "_meta",
+];
+
+/// `tool` with the fields rmcp's `Tool` would drop moved under [`UNREAD_FIELDS_KEY`] in its
+/// `_meta`. A `_meta` that is not an object is left for rmcp to refuse.
+fn keep_unread_fields(mut tool: Value) -> Value {
+    let Value::Object(object) = &mut tool else {
+        return tool;
+    };
+    let unread: serde_json::Map<String, Value> = object
+        .keys()
+        .filter(|key| !MODELLED_FIELDS.contains(&key.as_str()))
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .filter_map(|key| object.remove(&key).map(|value| (key, value)))
+        .collect();
+    if unread.is_empty() {
+        return tool;
+    }
+    match object
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()))
+    {
+        Value::Object(meta) => {
+            meta.insert(UNREAD_FIELDS_KEY.to_owned(), Value::Object(unread));
+        }
+        _ => return tool,
+    }
+    tool
+}
+
+/// `tool` as its server listed it: the fields rmcp does not model back at the top level
+/// (after the others), `_meta` as the server sent it. What a client connected to the server
+/// directly would load.
+#[must_use]
+pub fn as_listed(tool: &Tool) -> Value {
+    let mut value = serde_json::to_value(tool).unwrap_or(Value::Null);
+    let Value::Object(object) = &mut value else {
+        return value;
+    };
+    let unread = match object.get_mut("_meta") {
+        Some(Value::Object(meta)) => meta.remove(UNREAD_FIELDS_KEY),
+        _ => None,
+    };
+    if matches!(object.get("_meta"), Some(Value::Object(meta)) if meta.is_empty()) {
+        object.remove("_meta");
+    }
+    if let Some(Value::Object(unread)) = unread {
+        for (key, field) in unread {
+            object.entry(key).or_insert(field);
+        }
+    }
+    value
 }
 
 /// The checks a tool that reads as one must pass too (whatever read it).
@@ -316,6 +386,25 @@ mod tests {
             builder.offer(tool_from_value(index, value));
         }
         builder.finish()
+    }
+
+    #[test]
+    fn fields_rmcp_does_not_model_travel_with_the_tool_and_come_back_as_listed() {
+        let listed = json!({
+            "name": "a",
+            "inputSchema": { "type": "object" },
+            "execution": { "taskSupport": "optional" },
+            "_meta": { "vendor/x": 1 }
+        });
+        let tool = tool_from_value(0, listed.clone()).unwrap();
+        assert_eq!(as_listed(&tool), listed);
+        // Through a snapshot's JSON and back.
+        let again: Tool = serde_json::from_value(serde_json::to_value(&tool).unwrap()).unwrap();
+        assert_eq!(as_listed(&again), listed);
+        // A tool with nothing unmodelled is unchanged, with no `_meta` added.
+        let plain = tool_from_value(0, self::tool("b")).unwrap();
+        assert!(plain.meta.is_none());
+        assert_eq!(as_listed(&plain), self::tool("b"));
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub use client::{forward_requests, ProgressSink, ProgressUpdate, RequestForwarde
 pub use error::UpstreamError;
 /// Most bytes of one message to or from a stdio server (one line).
 pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
-pub use listing::{DroppedTool, ListingNotes};
+pub use listing::{as_listed, DroppedTool, ListingNotes};
 pub(crate) use oauth::keychain::Keychain;
 pub(crate) use oauth::{
     forget as forget_sign_in, is_waiting as sign_in_waiting, sign_in_wanted, stored_sign_ins, StoredSignIn,
