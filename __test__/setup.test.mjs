@@ -5,8 +5,8 @@
 // setup changes nothing; a malformed file is refused with its line, nothing written.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync, chmodSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync, chmodSync, symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { getEncoding } from 'js-tiktoken';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -150,6 +150,32 @@ describe('setup and restore, every client', () => {
       assert.equal(statSync(file).mode & 0o777, 0o640);
     });
   }
+});
+
+describe('the running client', () => {
+  test('is told to restart when it runs, on setup and on restore', { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
+    const m = machine();
+    const file = join(m.home, '.cursor/mcp.json');
+    mkdirSync(dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify({ mcpServers: { memory: referenceEntries(m).memory } }));
+    const quiet = run(m, ['setup', 'cursor', '--yes']);
+    assert.equal(quiet.status, 0, quiet.stderr);
+    assert.match(quiet.stdout + quiet.stderr, /cursor is not running: the next time it starts, it starts the gateway instead/);
+    assert.equal(run(m, ['restore', 'cursor']).status, 0);
+    // A process whose executable is named as Cursor's.
+    const cursor = join(m.project, 'cursor');
+    symlinkSync('/bin/sleep', cursor);
+    const running = spawn(cursor, ['60'], { stdio: 'ignore' });
+    try {
+      const done = run(m, ['setup', 'cursor', '--yes']);
+      assert.equal(done.status, 0, done.stderr);
+      assert.match(done.stdout + done.stderr, /cursor is running: restart it so it starts the gateway instead/);
+      const restored = run(m, ['restore', 'cursor']);
+      assert.match(restored.stdout + restored.stderr, /cursor is running: restart it so it starts its own servers again/);
+    } finally {
+      running.kill();
+    }
+  });
 });
 
 describe('setup refuses and reports', () => {

@@ -248,10 +248,9 @@ fn done(plan: &Plan, backup: Option<&Path>) -> String {
     let files: Vec<String> = plan.files_written().iter().map(|f| f.display().to_string()).collect();
     let backup = backup.map_or_else(String::new, |b| format!("; backup: {}", b.display()));
     format!(
-        "done: wrote {}{backup}\nrestart {} if it is running, so it starts the gateway instead; \
-         `anygpt-discovery restore {}{}` undoes this\n",
+        "done: wrote {}{backup}\n{}; `anygpt-discovery restore {}{}` undoes this\n",
         files.join(", "),
-        plan.target.client.name(),
+        restart_hint(plan.target.client, "starts the gateway instead"),
         plan.target.client.name(),
         if plan.target.scope == Scope::Project {
             " --project"
@@ -261,19 +260,31 @@ fn done(plan: &Plan, backup: Option<&Path>) -> String {
     )
 }
 
+/// What the user does for the client to read its edited file: restart it when it runs (a
+/// client reads its server list at start), nothing when it does not.
+fn restart_hint(client: SourceKind, effect: &str) -> String {
+    let name = client.name();
+    match setup::running::is_running(client) {
+        Some(true) => format!("{name} is running: restart it so it {effect}"),
+        Some(false) => format!("{name} is not running: the next time it starts, it {effect}"),
+        None => format!("restart {name} if it is running, so it {effect}"),
+    }
+}
+
 /// Run `restore`; returns the exit code.
 pub fn run_restore(args: &RestoreArgs, ui: &Ui) -> i32 {
     let env = Environment::current();
     match setup::target(args.client.kind(), scope(args.project), &env).and_then(|t| setup::restore(t, args.force)) {
         Ok(restored) => {
             ui.result(&restored, || {
-                let kept = restored.replaced_kept_at.as_ref().map_or_else(String::new, |k| {
-                    format!("; the text it had is kept at {}", k.display())
-                });
+                let kept = restored
+                    .replaced_kept_at
+                    .as_ref()
+                    .map_or_else(String::new, |k| format!("; the text it had is kept at {}", k.display()));
                 format!(
-                    "restored {} as it was before setup{kept}\nrestart {} if it is running; the moved servers stay in the gateway's config\n",
+                    "restored {} as it was before setup{kept}\n{}; the moved servers stay in the gateway's config\n",
                     restored.target.file.display(),
-                    restored.target.client.name()
+                    restart_hint(restored.target.client, "starts its own servers again")
                 )
             });
             exit::OK

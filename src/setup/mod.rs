@@ -8,10 +8,12 @@
 //! entry — every other byte kept ([`edit`]) — and the gateway's user config with the servers
 //! added. [`apply`] keeps a backup ([`backup`]) and writes both atomically, the gateway's
 //! config first so a server is never in neither file. [`restore`] puts the client's file back
-//! as it was, unless it changed since. [`savings`] measures what the move saves.
+//! as it was, unless it changed since. [`savings`] measures what the move saves; [`running`]
+//! tells whether the client runs (so it is told to restart).
 
 pub mod backup;
 mod edit;
+pub mod running;
 pub mod savings;
 
 use std::path::{Path, PathBuf};
