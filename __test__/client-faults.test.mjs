@@ -2,10 +2,13 @@
 // (npm bin and native binary) driven over raw stdio lines or by the official SDK client.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { hostTriple } from '../scripts/host.mjs';
 import {
-  alive, call, rawGateway, root, spawnGateway, startGateway, writeConfig,
+  alive, call, isolatedEnv, rawGateway, root, serverPaths, spawnGateway, startGateway, writeConfig,
 } from './helpers.mjs';
 
 const hugeText = join(root, '__test__/fixtures/huge-text-server.mjs');
@@ -357,4 +360,34 @@ describe('a cancelled request over raw lines (JSON-RPC ids the client chooses)',
       }
     });
   }
+});
+
+describe('a client that never reads stderr', () => {
+  test('a server flooding its stderr into debug logs does not stall the gateway', async () => {
+    // 2 MB of stderr lines, then the memory server: logged at debug, line by line.
+    const flood = `for (let i = 0; i < 20000; i++) process.stderr.write('noise ' + i + ' ' + 'x'.repeat(90) + '\\n');
+      await import(${JSON.stringify(pathToFileURL(serverPaths.memory).href)});`;
+    const config = writeConfig({
+      discovery: { servers: [{ name: 'memory', connection: { command: process.execPath, args: ['--input-type=module', '-e', flood] } }] },
+    });
+    // stderr is a pipe nobody reads: it fills after 64 KiB.
+    const transport = new StdioClientTransport({
+      command: native,
+      args: ['--config', config, '--log-level', 'downstream=debug,warn'],
+      env: isolatedEnv(),
+      stderr: 'pipe',
+    });
+    const client = new Client({ name: 'deaf-to-stderr', version: '0.0.0' });
+    await client.connect(transport);
+    try {
+      const found = await call(client, 'search_tools', { query: 'read the knowledge graph', limit: 3 });
+      assert.ok(found.body.results.some((r) => r.tool === 'read_graph'), JSON.stringify(found.body));
+      const graph = await call(client, 'execute_tool', { server: 'memory', tool: 'read_graph', arguments: {} });
+      assert.notEqual(graph.result.isError, true, JSON.stringify(graph.result));
+    } finally {
+      // The child's 'close' waits for its stderr to be read to the end.
+      transport.stderr?.resume();
+      await client.close();
+    }
+  });
 });

@@ -237,6 +237,10 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
     };
     let filter = cli.log_level.as_deref().filter(|f| !f.is_empty());
     init_logging(filter.unwrap_or(default_filter), cli.log_arguments);
+    if serving {
+        // A client that never reads stderr must not stall the gateway (`log_lines`).
+        output::log_lines::write_in_background();
+    }
     let ui = Ui::detect(cli.json, cli.quiet);
     let options = Options {
         config: cli.config,
@@ -244,7 +248,12 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         object: config_object,
     };
     match command {
-        Command::Serve => serve(options, shutdown).await,
+        Command::Serve => {
+            let code = serve(options, shutdown).await;
+            // The last lines (why it stopped) are the ones a user reads.
+            output::log_lines::drain(LOG_DRAIN);
+            code
+        }
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Allow(args) => consent_cmd::allow(&args, &ui),
         Command::Deny(args) => consent_cmd::deny(&args, &ui),
@@ -537,37 +546,31 @@ fn load_config(flag: Option<&PathBuf>, object: Option<ConfigObject>) -> crate::R
     }
 }
 
-/// stderr for log lines, with every registered secret scrubbed (`engine::scrub_secrets`):
-/// libraries log errors that quote a server's URL, API key and all, and servers print their
-/// own tokens to stderr. The logger makes one
-/// writer per event; it holds the event's bytes and writes them scrubbed when flushed or
-/// dropped, so a secret split across writes is still found.
-#[derive(Default)]
-struct ScrubbedStderr(Vec<u8>);
+/// How long a stopping server waits for its queued log lines to reach stderr.
+const LOG_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl std::io::Write for ScrubbedStderr {
+/// One log event on its way to stderr (`output::log_lines`): registered secrets scrubbed
+/// (libraries log errors that quote a server's URL, API key and all, and servers print their
+/// own tokens to stderr), controls escaped, bounded. The logger makes one writer per event;
+/// it holds the event's bytes and hands them on whole when flushed or dropped, so a secret
+/// split across writes is still found.
+#[derive(Default)]
+struct LogLine(Vec<u8>);
+
+impl std::io::Write for LogLine {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.extend_from_slice(buf);
         Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        if self.0.is_empty() {
-            return Ok(());
-        }
-        let text = String::from_utf8_lossy(&self.0);
-        let text = crate::engine::scrub_secrets(&text);
-        // Above a CLI command's progress indicator, not through it.
-        let written = output::suspended(|| {
-            let mut stderr = std::io::stderr().lock();
-            stderr.write_all(text.as_bytes()).and_then(|()| stderr.flush())
-        });
+        output::log_lines::emit(&self.0);
         self.0.clear();
-        written
+        Ok(())
     }
 }
 
-impl Drop for ScrubbedStderr {
+impl Drop for LogLine {
     fn drop(&mut self) {
         let _ = std::io::Write::flush(self);
     }
@@ -588,7 +591,7 @@ fn init_logging(filter: &str, log_arguments: bool) {
     // stdout is the MCP channel: logs only ever go to stderr. A second init (tests, repeated
     // runs inside one Node process) keeps the first subscriber.
     let layer = tracing_subscriber::fmt::layer()
-        .with_writer(ScrubbedStderr::default)
+        .with_writer(LogLine::default)
         .with_ansi(false)
         .with_target(false)
         .with_filter(filter)

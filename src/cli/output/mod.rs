@@ -6,6 +6,7 @@
 pub mod exit;
 pub mod human;
 pub mod json;
+pub mod log_lines;
 pub mod style;
 pub mod terminal;
 
