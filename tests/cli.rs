@@ -529,6 +529,39 @@ fn fault_config(dir: &Path, events: &Path) -> PathBuf {
     path
 }
 
+/// A FIFO nobody writes to blocks whoever opens it: SIGTERM still ends the command at once.
+#[cfg(unix)]
+#[test]
+fn sigterm_ends_an_execute_waiting_on_its_args_file() {
+    let scratch = tempfile::tempdir().unwrap();
+    let fifo = scratch.path().join("args.fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let config = demo();
+    let mut child = command(scratch.path())
+        .args(["--config", config.to_str().unwrap()])
+        .args(["execute", "everything", "echo", "--args-file", fifo.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    let sent = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("still waiting on the FIFO 10 s after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+}
+
 #[cfg(unix)]
 #[test]
 fn ctrl_c_cancels_the_call_downstream_and_exits_130() {

@@ -21,7 +21,7 @@ use super::Ctx;
 use crate::engine::{ExecuteOptions, ProgressUpdate};
 use crate::error::Error;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 #[command(after_help = "Examples:
   anygpt-discovery execute github create_issue \\
     --args '{\"repo\":\"owner/repo\",\"title\":\"Bug\"}'
@@ -115,6 +115,21 @@ impl ExecuteArgs {
     }
 }
 
+/// [`ExecuteArgs::arguments`] on a blocking thread: opening a FIFO waits for a writer and
+/// stdin may never end, and the runtime's one thread must stay free to notice Ctrl-C or
+/// SIGTERM (which drops this future; the stuck thread goes with the process).
+async fn read_arguments(args: &ExecuteArgs) -> Result<Option<Value>, ArgsError> {
+    let args = args.clone();
+    tokio::task::spawn_blocking(move || args.arguments())
+        .await
+        .unwrap_or_else(|join| {
+            Err(ArgsError::Read {
+                from: "the arguments".to_owned(),
+                source: std::io::Error::other(join.to_string()),
+            })
+        })
+}
+
 fn read_stdin() -> Result<String, ArgsError> {
     read_capped(std::io::stdin().lock(), "stdin")
 }
@@ -162,7 +177,7 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
             ui.err,
         );
     }
-    let arguments = match args.arguments() {
+    let arguments = match read_arguments(args).await {
         Ok(arguments) => arguments,
         Err(e) => return report_error(&args.server, &args.tool, &Error::validation(e.to_string()), ui),
     };
