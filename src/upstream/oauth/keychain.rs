@@ -182,6 +182,23 @@ impl Keychain {
         self.call_blocking(file, move |vault| vault.delete(&account))
     }
 
+    /// Run `op` on the vault on a thread of its own (a keychain may block for as long as it
+    /// likes: a locked Secret Service waits for a password prompt); `deliver` hands its
+    /// outcome to whoever waits, for as long as they wait.
+    fn spawn_op<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&dyn Vault) -> Result<T, VaultError> + Send + 'static,
+        deliver: impl FnOnce(Result<T, VaultError>) + Send + 'static,
+    ) -> Result<(), VaultError> {
+        let vault = self.vault.clone();
+        std::thread::Builder::new()
+            .name("anygpt-keychain".into())
+            .spawn(move || deliver(op(vault.as_ref())))
+            .map(drop)
+            .map_err(|error| VaultError::Refused(format!("cannot start its thread: {error}")))
+    }
+
+    /// [`Keychain::call`] for code that cannot await: the same thread, the same timeout.
     fn call_blocking<T: Send + 'static>(
         &self,
         file: &std::path::Path,
@@ -190,21 +207,16 @@ impl Keychain {
         if !self.is_on() {
             return None;
         }
-        let vault = self.vault.clone();
         let (answer, answered) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("anygpt-keychain".into())
-            .spawn(move || {
-                let _ = answer.send(op(vault.as_ref()));
-            });
-        let outcome = match spawned {
-            Ok(_) => match answered.recv_timeout(self.timeout) {
+        let outcome = self
+            .spawn_op(op, move |outcome| {
+                let _ = answer.send(outcome);
+            })
+            .and_then(|()| match answered.recv_timeout(self.timeout) {
                 Ok(outcome) => outcome,
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => Err(VaultError::Lost),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => Err(VaultError::Timeout(self.timeout)),
-            },
-            Err(error) => Err(VaultError::Refused(format!("cannot start its thread: {error}"))),
-        };
+            });
         self.settle(outcome, file)
     }
 
@@ -218,20 +230,17 @@ impl Keychain {
         if !self.is_on() {
             return None;
         }
-        let vault = self.vault.clone();
         let (answer, answered) = tokio::sync::oneshot::channel();
-        let spawned = std::thread::Builder::new()
-            .name("anygpt-keychain".into())
-            .spawn(move || {
-                let _ = answer.send(op(vault.as_ref()));
-            });
+        let spawned = self.spawn_op(op, move |outcome| {
+            let _ = answer.send(outcome);
+        });
         let outcome = match spawned {
-            Ok(_) => match tokio::time::timeout(self.timeout, answered).await {
+            Ok(()) => match tokio::time::timeout(self.timeout, answered).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(_)) => Err(VaultError::Lost),
                 Err(_) => Err(VaultError::Timeout(self.timeout)),
             },
-            Err(error) => Err(VaultError::Refused(format!("cannot start its thread: {error}"))),
+            Err(refused) => Err(refused),
         };
         self.settle(outcome, file)
     }
