@@ -224,9 +224,9 @@ export interface ServerInfo {
   description?: string
   toolCount: number
   enabledCount: number
-  /** `connecting`, `connected`, `idle` or `error`. */
-  status: string
-  /** Why the status is `error`. */
+  /** `connected`, `idle` (tools from the snapshot), `connecting`, `needs sign-in` or `error`. */
+  status: 'connected' | 'idle' | 'connecting' | 'needs sign-in' | 'error'
+  /** Why the status is `error` or `needs sign-in` (how to sign in). */
   error?: string
   /**
    * Tools the server's newest listing had that are not served, each with why (the first

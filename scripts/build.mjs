@@ -65,6 +65,15 @@ export function hasZigbuild() {
   return spawnSync('cargo-zigbuild', ['--version'], { stdio: 'ignore' }).status === 0;
 }
 
+/** Whether cargo-zigbuild finds a zig, where it looks: $CARGO_ZIGBUILD_ZIG_PATH, `zig` on
+ * PATH, then the `ziglang` Python package. */
+export function hasZig() {
+  const runs = (command, args) => spawnSync(command, args, { stdio: 'ignore' }).status === 0;
+  const configured = process.env.CARGO_ZIGBUILD_ZIG_PATH;
+  if (configured) return runs(configured, ['version']);
+  return runs('zig', ['version']) || runs('python3', ['-m', 'ziglang', 'version']);
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const release = process.argv.includes('--release');
   const target = option('--target') || process.env.CARGO_BUILD_TARGET || hostTriple();

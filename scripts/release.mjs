@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build, hasZigbuild } from './build.mjs';
+import { build, hasZig, hasZigbuild } from './build.mjs';
 import { assertGlibcFloor, GLIBC_FLOOR } from './glibc-floor.mjs';
 import { hostTriple } from './host.mjs';
 import { cdylibName, exeName, PACKAGE, PLATFORMS, platformOfTriple } from './platforms.mjs';
@@ -61,6 +61,24 @@ function cannotBuild(triple, std, host, zig) {
   const os = (t) => (t.includes('-apple-') ? 'apple' : t.includes('-windows-') ? 'windows' : 'other');
   if (os(triple) !== 'other' && os(triple) === os(host)) return undefined;
   return `${triple} needs a ${os(triple) === 'apple' ? 'macOS' : 'Windows'} runner`;
+}
+
+/**
+ * Why the toolchain cannot make `platforms` as published, or undefined when it can: a linux
+ * gnu build links against glibc ${GLIBC_FLOOR} through cargo-zigbuild and zig, and plain cargo
+ * would link against this machine's glibc (a build of many minutes that then fails the
+ * floor check). Checked before anything is built.
+ */
+export function toolchainProblem(platforms, { zigbuild = hasZigbuild(), zig = hasZig() } = {}) {
+  const floored = platforms.filter((p) => p.os === 'linux' && p.libc === 'glibc').map((p) => p.key);
+  if (!floored.length || (zigbuild && zig)) return undefined;
+  const missing = [!zigbuild && 'cargo-zigbuild', !zig && 'zig'].filter(Boolean).join(' and ');
+  return (
+    `${missing} not found: ${floored.join(', ')} must link against glibc ${GLIBC_FLOOR}, which needs cargo-zigbuild ` +
+    'and zig (plain cargo links against this machine\'s glibc, and the package would not load on older systems). ' +
+    'Install both with `pip install cargo-zigbuild` (it brings zig as the `ziglang` package), or ' +
+    '`cargo install cargo-zigbuild` and zig on PATH; then run again. Nothing was built.'
+  );
 }
 
 function pkgJson(file) {
@@ -130,6 +148,8 @@ function main() {
     else log(`skip ${platform.key}: ${why}; built by hosted CI (.github/workflows/release.yml)`);
   }
   if (args.platforms && !buildable.length) throw new Error('no target can be built on this machine');
+  const toolchain = args.skipBuild ? undefined : toolchainProblem(buildable);
+  if (toolchain) throw new Error(toolchain);
 
   mkdirSync(out, { recursive: true });
   const stray = readdirSync(out);
@@ -161,9 +181,11 @@ function main() {
   if (args.platforms && missing.length) log(`not built here (hosted CI builds them): ${missing.join(', ')}`);
 }
 
-try {
-  main();
-} catch (error) {
-  log(`pack:release: ${error.message}`);
-  process.exit(1);
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  try {
+    main();
+  } catch (error) {
+    log(`pack:release: ${error.message}`);
+    process.exit(1);
+  }
 }

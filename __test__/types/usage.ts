@@ -11,6 +11,9 @@ const config: DiscoveryConfig = {
 export async function usage(): Promise<void> {
   const engine = new DiscoveryEngine({ discovery: config })
   const servers: ServerInfo[] = await engine.listServers()
+  const status: 'connected' | 'idle' | 'connecting' | 'needs sign-in' | 'error' | undefined = servers[0]?.status
+  // @ts-expect-error: a server's status is one of its five words, typed
+  const notAStatus = status === 'ready'
   const found: SearchResponse = await engine.searchTools('echo', { limit: 5, server: servers[0]?.name })
   const details: ToolDetails = await engine.getToolDetails(found.results[0]!.server, found.results[0]!.tool)
   const schema: Record<string, unknown> = details.inputSchema

@@ -33,10 +33,9 @@ struct Listed<'a> {
 
 pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
     let mut servers = ctx.connected(ctx.engine.list_servers()).await;
+    // A run that exits promises no retry.
     for server in &mut servers {
-        if let Some(error) = &mut server.error {
-            *error = super::one_shot_reason(error).to_owned();
-        }
+        server.error.clone_from(&server.reason);
     }
     let ui = &ctx.ui;
     let skipped = ctx.engine.skipped();

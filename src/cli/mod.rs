@@ -503,16 +503,6 @@ fn one_shot(error: crate::error::Error) -> crate::error::Error {
     }
 }
 
-/// A server's status reason (`ServerInfo::error`) without the retry the supervisor has
-/// scheduled or is making: a one-shot run ends before it.
-pub(crate) fn one_shot_reason(text: &str) -> &str {
-    let text = text.strip_prefix("trying again; ").unwrap_or(text);
-    match text.rfind(" (next attempt in ") {
-        Some(at) if text.ends_with(" s)") => &text[..at],
-        _ => text,
-    }
-}
-
 /// The config to use: an object the JS side evaluated (it asked [`locate`] which file wins,
 /// so the order is the same), else what [`locate`] chooses. Says on stderr where it came from,
 /// what each source held and what will likely fail.
@@ -673,18 +663,5 @@ mod tests {
         ] {
             assert!(!needs(line), "{line}");
         }
-    }
-
-    #[test]
-    fn a_status_reason_loses_its_retry() {
-        assert_eq!(one_shot_reason(&unavailable().to_string()), "command `nope` not found");
-        assert_eq!(
-            one_shot_reason("trying again; the last attempt failed: boom"),
-            "the last attempt failed: boom"
-        );
-        assert_eq!(
-            one_shot_reason("plain (with a parenthesis)"),
-            "plain (with a parenthesis)"
-        );
     }
 }

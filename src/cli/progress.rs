@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::one_shot_reason;
 use super::output::style::Paint;
 use super::output::{self, Ui};
-use crate::engine::{Engine, ServerInfo};
+use crate::engine::{Engine, ServerInfo, ServerStatus};
 
 const TICK: Duration = Duration::from_millis(80);
 
@@ -91,7 +90,7 @@ impl Progress {
         }
         let mut lines = String::new();
         for server in shown(&running.engine, running.only.as_deref()) {
-            if drawn || !matches!(server.status.as_str(), "connected" | "idle" | "connecting") {
+            if drawn || server.status.is_trouble() {
                 lines.push_str(&server_line(&server, running.ui, drawn));
             }
         }
@@ -132,10 +131,10 @@ fn waiting_message(servers: &[ServerInfo]) -> String {
     // Idle without tools: not started yet (an idle server with tools is served from its snapshot).
     let starting: Vec<&str> = servers
         .iter()
-        .filter(|s| s.status == "connecting" || (s.status == "idle" && s.tool_count == 0))
+        .filter(|s| s.status == ServerStatus::Connecting || (s.status == ServerStatus::Idle && s.tool_count == 0))
         .map(|s| s.name.as_str())
         .collect();
-    let failed = servers.iter().filter(|s| s.status == "error").count();
+    let failed = servers.iter().filter(|s| s.status.is_trouble()).count();
     let ready = servers.len() - starting.len() - failed;
     let failed = if failed > 0 {
         format!(", {failed} failed")
@@ -161,15 +160,15 @@ fn server_line(server: &ServerInfo, ui: Ui, fit: bool) -> String {
         server.tool_count,
         if server.tool_count == 1 { "" } else { "s" }
     );
-    let line = match server.status.as_str() {
-        "connected" => format!("{} {} {tools}", p.ok("✓"), server.name),
-        "idle" => format!("{} {} {tools} {}", p.ok("✓"), server.name, p.dim("(cached)")),
-        "connecting" => format!("{} {} still connecting", p.warn("…"), server.name),
-        _ => format!(
+    let line = match server.status {
+        ServerStatus::Connected => format!("{} {} {tools}", p.ok("✓"), server.name),
+        ServerStatus::Idle => format!("{} {} {tools} {}", p.ok("✓"), server.name, p.dim("(cached)")),
+        ServerStatus::Connecting => format!("{} {} still connecting", p.warn("…"), server.name),
+        ServerStatus::NeedsSignIn | ServerStatus::Error => format!(
             "{} {} {}",
             p.bad("✗"),
             server.name,
-            server.error.as_deref().map_or("failed", one_shot_reason)
+            server.reason.as_deref().unwrap_or("failed")
         ),
     };
     let mut line = if fit {
@@ -185,18 +184,18 @@ fn server_line(server: &ServerInfo, ui: Ui, fit: bool) -> String {
 mod tests {
     use super::*;
 
-    fn server(name: &str, status: &str, tools: usize, error: Option<&str>) -> ServerInfo {
+    fn server(name: &str, status: ServerStatus, tools: usize, error: Option<&str>) -> ServerInfo {
         ServerInfo::new(name, status, tools, error)
     }
 
     #[test]
     fn the_spinner_names_servers_still_starting() {
         let servers = [
-            server("a", "connected", 3, None),
-            server("b", "connecting", 0, None),
-            server("c", "idle", 0, None),
-            server("d", "error", 0, Some("boom")),
-            server("e", "idle", 2, None),
+            server("a", ServerStatus::Connected, 3, None),
+            server("b", ServerStatus::Connecting, 0, None),
+            server("c", ServerStatus::Idle, 0, None),
+            server("d", ServerStatus::Error, 0, Some("boom")),
+            server("e", ServerStatus::Idle, 2, None),
         ];
         assert_eq!(waiting_message(&servers), "connecting b, c (2/5 ready, 1 failed)");
         assert_eq!(waiting_message(&servers[..1]), "1/1 servers ready");
@@ -218,14 +217,14 @@ mod tests {
     fn one_line_per_server_fits_the_width() {
         let ui = uncoloured(40, true);
         assert_eq!(
-            server_line(&server("a", "connected", 1, None), ui, true),
+            server_line(&server("a", ServerStatus::Connected, 1, None), ui, true),
             "✓ a 1 tool\n"
         );
         assert_eq!(
-            server_line(&server("e", "idle", 2, None), ui, true),
+            server_line(&server("e", ServerStatus::Idle, 2, None), ui, true),
             "✓ e 2 tools (cached)\n"
         );
-        let failed = server("d", "error", 0, Some(&"x".repeat(80)));
+        let failed = server("d", ServerStatus::Error, 0, Some(&"x".repeat(80)));
         let line = server_line(&failed, ui, true);
         assert!(line.starts_with("✗ d xxx") && line.ends_with("…\n"), "{line}");
         assert_eq!(console::measure_text_width(line.trim_end()), 40);
@@ -236,12 +235,25 @@ mod tests {
     #[test]
     fn a_failed_servers_line_promises_no_retry() {
         let ui = uncoloured(80, false);
-        let reason = crate::upstream::UpstreamError::Unavailable {
-            reason: "command `nope` not found".into(),
-            retry_in: Duration::from_secs(2),
-        }
-        .to_string();
-        let failed = server("d", "error", 0, Some(&reason));
+        let mut failed = server(
+            "d",
+            ServerStatus::Error,
+            0,
+            Some("command `nope` not found (next attempt in 2 s)"),
+        );
+        failed.reason = Some("command `nope` not found".into());
         assert_eq!(server_line(&failed, ui, false), "✗ d command `nope` not found\n");
+    }
+
+    #[test]
+    fn a_server_waiting_for_a_sign_in_is_not_ready_and_says_how() {
+        let how = "needs sign-in: run `anygpt-discovery auth login linear`";
+        let waiting = server("linear", ServerStatus::NeedsSignIn, 4, Some(how));
+        assert_eq!(
+            server_line(&waiting, uncoloured(80, false), false),
+            format!("✗ linear {how}\n")
+        );
+        let servers = [server("a", ServerStatus::Connected, 3, None), waiting];
+        assert_eq!(waiting_message(&servers), "1/2 servers ready, 1 failed");
     }
 }

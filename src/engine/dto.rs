@@ -7,6 +7,54 @@ use tokio_util::sync::CancellationToken;
 
 use crate::upstream::{DroppedTool, ListingNotes, ProgressSink};
 
+/// What a server is doing, as every face tells it (the word is what `list_mcp_servers`, the
+/// CLI's `--json` and the Node API show).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ServerStatus {
+    /// A session is open.
+    #[serde(rename = "connected")]
+    Connected,
+    /// No session: its tools come from the snapshot; it connects on the first call.
+    #[serde(rename = "idle")]
+    Idle,
+    /// Starting (again).
+    #[serde(rename = "connecting")]
+    Connecting,
+    /// A person must sign in first; `error` says how.
+    #[serde(rename = "needs sign-in")]
+    NeedsSignIn,
+    /// It failed; `error` says why.
+    #[serde(rename = "error")]
+    Error,
+}
+
+impl ServerStatus {
+    /// The word the faces show.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Connected => "connected",
+            Self::Idle => "idle",
+            Self::Connecting => "connecting",
+            Self::NeedsSignIn => "needs sign-in",
+            Self::Error => "error",
+        }
+    }
+
+    /// Whether the server cannot be used until something changes (a sign-in, the config, the
+    /// server itself), as opposed to ready or on its way.
+    #[must_use]
+    pub const fn is_trouble(self) -> bool {
+        matches!(self, Self::NeedsSignIn | Self::Error)
+    }
+}
+
+impl std::fmt::Display for ServerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One server in `list_mcp_servers`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -16,10 +64,14 @@ pub struct ServerInfo {
     pub description: Option<String>,
     pub tool_count: usize,
     pub enabled_count: usize,
-    pub status: String,
-    /// Why the status is `error`.
+    pub status: ServerStatus,
+    /// Why the status is `error` or `needs sign-in` (or, while connecting again, why the last
+    /// attempt failed), with the retry the gateway has scheduled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// `error` without the retry: what a run that exits before it shows.
+    #[serde(skip)]
+    pub reason: Option<String>,
     /// Tools its newest listing had that are not served, each with why (the first twenty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped_tools: Vec<DroppedTool>,
@@ -35,14 +87,15 @@ pub struct ServerInfo {
 impl ServerInfo {
     /// A server's status with nothing left out of its tools.
     #[must_use]
-    pub fn new(name: &str, status: &str, tool_count: usize, error: Option<&str>) -> Self {
+    pub fn new(name: &str, status: ServerStatus, tool_count: usize, error: Option<&str>) -> Self {
         Self {
             name: name.to_owned(),
             description: None,
             tool_count,
             enabled_count: tool_count,
-            status: status.to_owned(),
+            status,
             error: error.map(str::to_owned),
+            reason: error.map(str::to_owned),
             dropped_tools: Vec::new(),
             dropped_count: None,
             tools_cut_at: None,

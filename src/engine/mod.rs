@@ -34,8 +34,8 @@ pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
 pub use dto::{
-    ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,
-    ToolSummary,
+    ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerStatus, ServerTools,
+    ToolDetails, ToolSummary,
 };
 
 /// How long a search waits for servers still starting before answering with what it has
@@ -45,6 +45,21 @@ const SEARCH_WAIT: Duration = Duration::from_secs(5);
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Largest accepted search limit.
 pub const MAX_SEARCH_LIMIT: usize = 100;
+
+/// What a server's supervisor state means to the faces.
+fn server_status(state: &crate::upstream::ServerState) -> ServerStatus {
+    use crate::upstream::ServerState;
+    // A person must act, whether or not an attempt is under way meanwhile.
+    if state.needs_sign_in() {
+        return ServerStatus::NeedsSignIn;
+    }
+    match state {
+        ServerState::Idle | ServerState::Draining => ServerStatus::Idle,
+        ServerState::Connecting { .. } => ServerStatus::Connecting,
+        ServerState::Ready => ServerStatus::Connected,
+        ServerState::Backoff { .. } | ServerState::Failed { .. } => ServerStatus::Error,
+    }
+}
 
 /// A tool's summary in a search answer: its first sentence, and the deprecation note when
 /// that sentence hides it.
@@ -195,7 +210,8 @@ impl Engine {
                     description: state.spec_of(server).description.as_deref().map(shown_description),
                     enabled_count: tools.iter().filter(|t| t.enabled).count(),
                     error: status.describe(),
-                    ..ServerInfo::new(&server.spec.name, status.word(), tools.len(), None)
+                    reason: status.reason(),
+                    ..ServerInfo::new(&server.spec.name, server_status(&status), tools.len(), None)
                 };
                 info.note_left_out(server.left_out());
                 info
@@ -494,4 +510,52 @@ fn names(list: &[String]) -> String {
 /// pasted into it is masked, registered or not, and so is any registered secret.
 fn shown_description(description: &str) -> String {
     crate::secrets::scrub(&crate::secrets::mask_key_shaped(description)).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::{ServerState, Trouble};
+
+    #[test]
+    fn a_server_waiting_for_a_sign_in_has_its_own_status_even_while_trying_again() {
+        let signing = Trouble::NeedsSignIn("needs sign-in: run `anygpt-discovery auth login a`".into());
+        let until = tokio::time::Instant::now();
+        for (state, status) in [
+            (ServerState::Idle, ServerStatus::Idle),
+            (ServerState::Draining, ServerStatus::Idle),
+            (ServerState::Ready, ServerStatus::Connected),
+            (ServerState::Connecting { last_failure: None }, ServerStatus::Connecting),
+            (
+                ServerState::Connecting {
+                    last_failure: Some(Trouble::Error("boom".into())),
+                },
+                ServerStatus::Connecting,
+            ),
+            (
+                ServerState::Connecting {
+                    last_failure: Some(signing.clone()),
+                },
+                ServerStatus::NeedsSignIn,
+            ),
+            (
+                ServerState::Backoff { reason: signing, until },
+                ServerStatus::NeedsSignIn,
+            ),
+            (
+                ServerState::Backoff {
+                    reason: Trouble::Error("boom".into()),
+                    until,
+                },
+                ServerStatus::Error,
+            ),
+            (ServerState::Failed { reason: "bad".into() }, ServerStatus::Error),
+        ] {
+            assert_eq!(server_status(&state), status, "{state:?}");
+        }
+        assert_eq!(
+            serde_json::to_value(ServerStatus::NeedsSignIn).unwrap(),
+            serde_json::json!("needs sign-in")
+        );
+    }
 }

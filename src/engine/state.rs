@@ -426,10 +426,9 @@ impl State {
             return Ok(f(tools));
         }
         let source = match server.state() {
-            ServerState::Backoff { reason, until } => UpstreamError::Unavailable {
-                reason,
-                retry_in: until.saturating_duration_since(tokio::time::Instant::now()),
-            },
+            ServerState::Backoff { reason, until } => {
+                reason.unavailable(until.saturating_duration_since(tokio::time::Instant::now()))
+            }
             ServerState::Failed { reason } => UpstreamError::Failed { reason },
             _ => UpstreamError::handshake("still starting"),
         };

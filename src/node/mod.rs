@@ -41,9 +41,10 @@ pub struct ServerInfo {
     pub description: Option<String>,
     pub tool_count: u32,
     pub enabled_count: u32,
-    /// `connecting`, `connected`, `idle` or `error`.
+    /// `connected`, `idle` (tools from the snapshot), `connecting`, `needs sign-in` or `error`.
+    #[napi(ts_type = "'connected' | 'idle' | 'connecting' | 'needs sign-in' | 'error'")]
     pub status: String,
-    /// Why the status is `error`.
+    /// Why the status is `error` or `needs sign-in` (how to sign in).
     pub error: Option<String>,
     /// Tools the server's newest listing had that are not served, each with why (the first
     /// twenty); empty when none was dropped.
@@ -305,7 +306,7 @@ impl JsDiscoveryEngine {
                 description: s.description,
                 tool_count: count(s.tool_count),
                 enabled_count: count(s.enabled_count),
-                status: s.status,
+                status: s.status.as_str().to_owned(),
                 error: s.error,
                 dropped_tools: s
                     .dropped_tools

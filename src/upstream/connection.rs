@@ -22,8 +22,8 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::client::{
-    handshake, service_error_text, transport_error_text, CancelOnDrop, Failure, ProgressRoutes, ProgressSink,
-    ToolsSink, UpstreamClient,
+    handshake, service_error_text, sign_in_needed, transport_error_text, CancelOnDrop, Failure, ProgressRoutes,
+    ProgressSink, ToolsSink, UpstreamClient,
 };
 use super::diagnostics::Diagnostics;
 use super::error::UpstreamError;
@@ -350,24 +350,30 @@ impl Connection {
         match error {
             ServiceError::McpError(e) if lines::is_unreadable_answer(&e) => UpstreamError::protocol(&e.message),
             ServiceError::McpError(e) => UpstreamError::remote(self.shown(&e.message)),
-            // The server wants a sign-in nobody has done: the session is of no use until then.
-            ServiceError::TransportSend(error)
-                if transport_error_text(&error).starts_with(super::oauth::NEEDS_SIGN_IN) =>
-            {
-                UpstreamError::closed(transport_error_text(&error))
+            ServiceError::TransportSend(error) => {
+                // The server wants a sign-in nobody has done: the session is of no use until then.
+                if let Some(needed) = sign_in_needed(&error) {
+                    return needed;
+                }
+                // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
+                if !self.is_closed() {
+                    return UpstreamError::remote(self.shown(&format!(
+                        "the request could not be sent: {}",
+                        transport_error_text(&error)
+                    )));
+                }
+                self.end_error().await
             }
-            // A send can fail on a live session (an SSE POST answered 413): say why, and keep it.
-            ServiceError::TransportSend(error) if !self.is_closed() => UpstreamError::remote(self.shown(&format!(
-                "the request could not be sent: {}",
-                transport_error_text(&error)
-            ))),
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                // Give the waiter a moment to record the exit status for the reason.
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                UpstreamError::closed(self.explain_end())
-            }
+            ServiceError::TransportClosed => self.end_error().await,
             other => UpstreamError::remote(self.shown(&service_error_text(&other))),
         }
+    }
+
+    /// The session ended: why, with what the process did.
+    async fn end_error(&self) -> UpstreamError {
+        // Give the waiter a moment to record the exit status for the reason.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        UpstreamError::closed(self.explain_end())
     }
 
     /// What the server declared in its handshake.

@@ -39,6 +39,10 @@ pub enum UpstreamError {
     /// The server stopped reading what we send: a request was stuck in its input pipe.
     #[error("the server stopped reading its input (a request waited {} ms to be written); it is being restarted", blocked.as_millis())]
     Wedged { blocked: Duration },
+    /// A person must sign in to the server first (`oauth`); the text says how, naming the
+    /// command that does it.
+    #[error("{detail}")]
+    NeedsSignIn { detail: String },
     /// The last attempt failed; the next one is scheduled.
     #[error("{reason} (next attempt in {} s)", retry_in.as_secs().max(1))]
     Unavailable { reason: String, retry_in: Duration },

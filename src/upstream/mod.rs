@@ -58,6 +58,8 @@ pub(crate) use oauth::{
 };
 pub use offer_events::{listen_offers, Listening, OfferEvent, OfferListener};
 pub(crate) use remote::{install_crypto_provider, sign_in_now};
+#[cfg(test)]
+pub(crate) use supervisor::Trouble;
 pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.

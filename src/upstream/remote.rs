@@ -98,8 +98,8 @@ pub(super) async fn open_http(
     };
     // The server spoke streamable HTTP and asked for a sign-in that did not happen: the
     // other attempts would only bury why.
-    if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
-        return Err(Failure::Handshake(reason));
+    if let Some(error) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
+        return Err(Failure::Other(error));
     }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(negotiated_error));
@@ -114,8 +114,8 @@ pub(super) async fn open_http(
         Err(Failure::Handshake(reason)) => reason,
         Err(other) => return Err(other),
     };
-    if let Some(reason) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
-        return Err(Failure::Handshake(reason));
+    if let Some(error) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
+        return Err(Failure::Other(error));
     }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(streamable_error));

@@ -221,6 +221,53 @@ impl Events {
     }
 }
 
+/// Why a server is not ready, told apart as the faces render it: a person must sign in
+/// (`oauth`), or something else failed. Either way the text says what and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Trouble {
+    NeedsSignIn(String),
+    Error(String),
+}
+
+impl Trouble {
+    /// What `error` means for the server's status.
+    #[must_use]
+    pub fn of(error: &UpstreamError) -> Self {
+        match error {
+            UpstreamError::NeedsSignIn { detail } => Self::NeedsSignIn(detail.clone()),
+            other => Self::Error(other.to_string()),
+        }
+    }
+
+    #[must_use]
+    pub fn text(&self) -> &str {
+        match self {
+            Self::NeedsSignIn(text) | Self::Error(text) => text,
+        }
+    }
+
+    #[must_use]
+    pub fn needs_sign_in(&self) -> bool {
+        matches!(self, Self::NeedsSignIn(_))
+    }
+
+    /// The error a call gets while the server is in this trouble and its next attempt is
+    /// `retry_in` away.
+    #[must_use]
+    pub fn unavailable(self, retry_in: Duration) -> UpstreamError {
+        match self {
+            Self::NeedsSignIn(detail) => UpstreamError::NeedsSignIn { detail },
+            Self::Error(reason) => UpstreamError::Unavailable { reason, retry_in },
+        }
+    }
+}
+
+impl std::fmt::Display for Trouble {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.text())
+    }
+}
+
 /// What a server is doing now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ServerState {
@@ -229,14 +276,14 @@ pub(crate) enum ServerState {
     /// Starting; after a failed attempt, what that attempt failed with (shown meanwhile, so a
     /// server retrying for the whole startup budget is not "connecting" with no reason).
     Connecting {
-        last_failure: Option<String>,
+        last_failure: Option<Trouble>,
     },
     Ready,
     /// Its session is being closed.
     Draining,
     /// The last attempt failed; the next starts at `until` (or at the next call after it).
     Backoff {
-        reason: String,
+        reason: Trouble,
         until: Instant,
     },
     /// It cannot start as configured.
@@ -246,36 +293,35 @@ pub(crate) enum ServerState {
 }
 
 impl ServerState {
-    /// The word shown in `list_mcp_servers`.
+    /// Whether a person must sign in before the server can be used, whether or not an
+    /// attempt is under way meanwhile.
     #[must_use]
-    pub fn word(&self) -> &'static str {
+    pub fn needs_sign_in(&self) -> bool {
         match self {
-            Self::Idle | Self::Draining => "idle",
-            // A person must act (`oauth`), whether or not an attempt is under way meanwhile.
             Self::Connecting {
-                last_failure: Some(reason),
+                last_failure: Some(trouble),
             }
-            | Self::Backoff { reason, .. }
-                if reason.starts_with(super::oauth::NEEDS_SIGN_IN) =>
-            {
-                "needs sign-in"
-            }
-            Self::Connecting { .. } => "connecting",
-            Self::Ready => "connected",
-            Self::Backoff { .. } | Self::Failed { .. } => "error",
+            | Self::Backoff { reason: trouble, .. } => trouble.needs_sign_in(),
+            _ => false,
         }
     }
 
-    /// Why the state is `error`.
+    /// Why the server is not ready, without the retry the supervisor has scheduled or is
+    /// making (what a run that exits before it shows): while connecting again, that the last
+    /// attempt failed, and why.
     #[must_use]
-    pub fn reason(&self) -> Option<&str> {
+    pub fn reason(&self) -> Option<String> {
         match self {
-            Self::Backoff { reason, .. } | Self::Failed { reason } => Some(reason),
+            Self::Backoff { reason, .. } => Some(reason.text().to_owned()),
+            Self::Connecting {
+                last_failure: Some(reason),
+            } => Some(format!("the last attempt failed: {reason}")),
+            Self::Failed { reason } => Some(reason.clone()),
             _ => None,
         }
     }
 
-    /// Why the state is `error`, and when the next attempt is, if one is scheduled; while
+    /// Why the server is not ready, and when the next attempt is, if one is scheduled; while
     /// connecting again, why the last attempt failed.
     #[must_use]
     pub fn describe(&self) -> Option<String> {
@@ -287,7 +333,8 @@ impl ServerState {
             Self::Connecting {
                 last_failure: Some(reason),
             } => Some(format!("trying again; the last attempt failed: {reason}")),
-            _ => self.reason().map(str::to_owned),
+            Self::Failed { reason } => Some(reason.clone()),
+            _ => None,
         }
     }
 }
@@ -637,8 +684,8 @@ impl<C: Connector> Handle<C> {
         }
         {
             let mut inner = self.lock();
-            let needs_sign_in = matches!(&*self.state.borrow(),
-                ServerState::Backoff { reason, .. } if reason.starts_with(super::oauth::NEEDS_SIGN_IN));
+            let needs_sign_in =
+                matches!(&*self.state.borrow(), ServerState::Backoff { reason, .. } if reason.needs_sign_in());
             if !needs_sign_in || super::oauth::is_waiting(&self.spec.name) {
                 return;
             }
@@ -681,11 +728,11 @@ impl<C: Connector> Handle<C> {
         let outcome = session.call(params, left, progress).await;
         match &outcome {
             // A sign-in nobody has done yet (`oauth`): the server is out of reach until then.
-            Err(UpstreamError::Closed { detail }) if detail.starts_with(super::oauth::NEEDS_SIGN_IN) => {
-                self.lost(&session, detail.clone());
+            Err(error @ UpstreamError::NeedsSignIn { .. }) => {
+                self.lost(&session, Trouble::of(error));
                 return outcome.map_err(CallError::Connect);
             }
-            Err(UpstreamError::Closed { detail }) => self.lost(&session, detail.clone()),
+            Err(UpstreamError::Closed { detail }) => self.lost(&session, Trouble::Error(detail.clone())),
             Err(UpstreamError::Timeout { .. }) => {
                 if let Some(blocked) = session
                     .write_blocked_for()
@@ -693,7 +740,7 @@ impl<C: Connector> Handle<C> {
                 {
                     let wedged = UpstreamError::Wedged { blocked };
                     tracing::warn!(server = %self.spec.name, %wedged, "restarting");
-                    self.lost(&session, wedged.to_string());
+                    self.lost(&session, Trouble::of(&wedged));
                 }
             }
             Ok(_) | Err(_) => {}
@@ -721,8 +768,10 @@ impl<C: Connector> Handle<C> {
                 })??;
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         let outcome = session.request(request, left).await;
-        if let Err(UpstreamError::Closed { detail }) = &outcome {
-            self.lost(&session, detail.clone());
+        match &outcome {
+            Err(UpstreamError::Closed { detail }) => self.lost(&session, Trouble::Error(detail.clone())),
+            Err(error @ UpstreamError::NeedsSignIn { .. }) => self.lost(&session, Trouble::of(error)),
+            _ => {}
         }
         Ok((outcome?, session.capabilities()))
     }
@@ -755,7 +804,7 @@ impl<C: Connector> Handle<C> {
                         Some(live) => {
                             let (session, reason) = (live.session.clone(), live.session.explain_end());
                             tracing::warn!(server = %self.spec.name, %reason, "session ended");
-                            self.lost_locked(&mut inner, &session, reason);
+                            self.lost_locked(&mut inner, &session, Trouble::Error(reason));
                             continue;
                         }
                         None => self.connect_unless_retired(&mut inner)?,
@@ -766,10 +815,9 @@ impl<C: Connector> Handle<C> {
                         let wait = until.saturating_duration_since(Instant::now());
                         // A background connect found a sign-in needed and opened nothing; this
                         // call is who it was for, so it starts one now (unless one is open).
-                        let sign_in_now = reason.starts_with(super::oauth::NEEDS_SIGN_IN)
-                            && !super::oauth::is_waiting(&self.spec.name);
+                        let sign_in_now = reason.needs_sign_in() && !super::oauth::is_waiting(&self.spec.name);
                         if !wait.is_zero() && !sign_in_now {
-                            return Err(UpstreamError::Unavailable { reason, retry_in: wait });
+                            return Err(reason.unavailable(wait));
                         }
                         self.connect_unless_retired(&mut inner)?;
                     }
@@ -784,12 +832,12 @@ impl<C: Connector> Handle<C> {
     }
 
     /// `session` ended (or is wedged): end it, and start again at once or after a backoff.
-    fn lost(self: &Arc<Self>, session: &Arc<C::Session>, reason: String) {
+    fn lost(self: &Arc<Self>, session: &Arc<C::Session>, reason: Trouble) {
         let mut inner = self.lock();
         self.lost_locked(&mut inner, session, reason);
     }
 
-    fn lost_locked(self: &Arc<Self>, inner: &mut Inner<C::Session>, session: &Arc<C::Session>, reason: String) {
+    fn lost_locked(self: &Arc<Self>, inner: &mut Inner<C::Session>, session: &Arc<C::Session>, reason: Trouble) {
         let Some(live) = inner.live.take_if(|l| Arc::ptr_eq(&l.session, session)) else {
             return;
         };
@@ -827,7 +875,7 @@ impl<C: Connector> Handle<C> {
     }
 
     /// Enter `backoff` and start again after `wait` unless something else starts first.
-    fn schedule_retry(self: &Arc<Self>, inner: &mut Inner<C::Session>, reason: String, wait: Duration) {
+    fn schedule_retry(self: &Arc<Self>, inner: &mut Inner<C::Session>, reason: Trouble, wait: Duration) {
         inner.attempt += 1;
         let (attempt, until) = (inner.attempt, Instant::now() + wait);
         self.state.send_replace(ServerState::Backoff { reason, until });
@@ -904,14 +952,15 @@ impl<C: Connector> Handle<C> {
             }
             Err(error) => {
                 inner.failures += 1;
-                let reason = error.to_string();
                 if error.is_retriable() {
                     let wait = backoff(inner.failures, jitter());
-                    tracing::warn!(server = %self.spec.name, %reason, retry_in_ms = wait.as_millis(), "cannot connect");
-                    self.schedule_retry(&mut inner, reason, wait);
+                    tracing::warn!(server = %self.spec.name, reason = %error, retry_in_ms = wait.as_millis(), "cannot connect");
+                    self.schedule_retry(&mut inner, Trouble::of(&error), wait);
                 } else {
-                    tracing::warn!(server = %self.spec.name, %reason, "cannot start as configured");
-                    self.state.send_replace(ServerState::Failed { reason });
+                    tracing::warn!(server = %self.spec.name, reason = %error, "cannot start as configured");
+                    self.state.send_replace(ServerState::Failed {
+                        reason: error.to_string(),
+                    });
                 }
             }
         }
@@ -1012,7 +1061,7 @@ fn session_ended<C: Connector>(handle: &Weak<Handle<C>>, session: &Weak<C::Sessi
     if holds(&inner, session) {
         let reason = live.explain_end();
         tracing::warn!(server = %handle.spec.name, %reason, "session ended");
-        handle.lost_locked(&mut inner, &live, reason);
+        handle.lost_locked(&mut inner, &live, Trouble::Error(reason));
     }
 }
 

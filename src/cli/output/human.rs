@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::style::{wrap, Paint};
 use crate::cli::examples::Example;
-use crate::engine::{SearchResponse, ServerInfo, ServerTools, ToolDetails};
+use crate::engine::{SearchResponse, ServerInfo, ServerStatus, ServerTools, ToolDetails};
 use crate::error::{Error, ErrorCode};
 
 /// Longest text shown for one content block of a tool result before it is cut (the full
@@ -72,22 +72,23 @@ fn marker(ok: bool, p: Paint) -> String {
     }
 }
 
-/// A server's marker: ✓ ready (connected, or served from its snapshot), ✗ failed, … still
-/// starting (neither: it may yet fail).
-fn server_marker(status: &str, p: Paint) -> String {
+/// A server's marker: ✓ ready (connected, or served from its snapshot), ✗ failed or waiting
+/// for a sign-in, … still starting (neither: it may yet fail).
+fn server_marker(status: ServerStatus, p: Paint) -> String {
     match status {
-        "connecting" => p.warn("…"),
-        status => marker(status != "error", p),
+        ServerStatus::Connecting => p.warn("…"),
+        status => marker(!status.is_trouble(), p),
     }
 }
 
 /// Status word of `list --status`, capitalised as the seed shows it.
-fn status_word(status: &str) -> &'static str {
+fn status_word(status: ServerStatus) -> &'static str {
     match status {
-        "connected" => "Connected",
-        "idle" => "Idle (tools from the cached snapshot; connects on first call)",
-        "connecting" => "Connecting",
-        _ => "Error",
+        ServerStatus::Connected => "Connected",
+        ServerStatus::Idle => "Idle (tools from the cached snapshot; connects on first call)",
+        ServerStatus::Connecting => "Connecting",
+        ServerStatus::NeedsSignIn => "Needs sign-in",
+        ServerStatus::Error => "Error",
     }
 }
 
@@ -99,7 +100,7 @@ pub fn servers(servers: &[ServerInfo], show_status: bool, show_tools: bool, p: P
         out.push_str("\nNo servers configured: `anygpt-discovery config path` shows where a config can go.\n");
     }
     for server in servers {
-        let mut head = format!("{} {}", server_marker(&server.status, p), p.name(&server.name));
+        let mut head = format!("{} {}", server_marker(server.status, p), p.name(&server.name));
         if show_tools {
             let disabled = server.tool_count - server.enabled_count;
             let _ = write!(head, " ({}", plural(server.tool_count, "tool"));
@@ -113,7 +114,7 @@ pub fn servers(servers: &[ServerInfo], show_status: bool, show_tools: bool, p: P
             out.push_str(&wrap(description, "  ", width));
         }
         if show_status {
-            let _ = writeln!(out, "  Status: {}", status_word(&server.status));
+            let _ = writeln!(out, "  Status: {}", status_word(server.status));
             if let Some(error) = &server.error {
                 out.push_str(&wrap(&format!("Reason: {error}"), "  ", width));
             }
@@ -487,12 +488,18 @@ mod tests {
 
     #[test]
     fn a_server_still_connecting_is_not_marked_ready() {
-        let server = |name: &str, status: &str| ServerInfo::new(name, status, 0, None);
+        let server = |name: &str, status: ServerStatus| ServerInfo::new(name, status, 0, None);
         let listed = servers(
             &[
-                server("a", "connected"),
-                server("b", "connecting"),
-                server("c", "error"),
+                server("a", ServerStatus::Connected),
+                server("b", ServerStatus::Connecting),
+                server("c", ServerStatus::Error),
+                ServerInfo::new(
+                    "d",
+                    ServerStatus::NeedsSignIn,
+                    2,
+                    Some("needs sign-in: run `auth login d`"),
+                ),
             ],
             true,
             false,
@@ -501,13 +508,14 @@ mod tests {
         );
         assert_eq!(
             listed,
-            "MCP Servers (3 configured):\n\n✓ a\n  Status: Connected\n\n… b\n  Status: Connecting\n\n✗ c\n  Status: Error\n"
+            "MCP Servers (4 configured):\n\n✓ a\n  Status: Connected\n\n… b\n  Status: Connecting\n\n✗ c\n  Status: Error\n\n\
+             ✗ d\n  Status: Needs sign-in\n  Reason: needs sign-in: run `auth login d`\n"
         );
     }
 
     #[test]
     fn what_a_listing_left_out_is_listed_under_its_server() {
-        let mut server = ServerInfo::new("big", "connected", 10_000, None);
+        let mut server = ServerInfo::new("big", ServerStatus::Connected, 10_000, None);
         server.note_left_out(crate::upstream::ListingNotes {
             dropped: vec![crate::upstream::DroppedTool {
                 name: "t7".into(),

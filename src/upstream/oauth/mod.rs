@@ -118,7 +118,7 @@ pub(crate) struct Authorizer {
     /// Whether this authorizer may open a browser with no call in flight (`auth login`).
     interactive: bool,
     /// Why the last sign-in did not give a token (read by the connect that needed it).
-    failure: Mutex<Option<String>>,
+    failure: Mutex<Option<UpstreamError>>,
 }
 
 impl Authorizer {
@@ -194,12 +194,13 @@ impl Authorizer {
     /// this authorizer's wait for the person; the token on success.
     pub(crate) async fn sign_in(&self, challenge: &str) -> Result<String, AuthError> {
         let outcome = self.sign_in_inner(challenge).await;
-        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = outcome.as_ref().err().map(auth_error_text);
+        *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = outcome.as_ref().err().map(upstream_error);
         outcome
     }
 
-    /// Why the last sign-in failed, once.
-    pub(crate) fn take_failure(&self) -> Option<String> {
+    /// Why the last sign-in failed, once: [`UpstreamError::NeedsSignIn`] when nobody signed
+    /// in, else the sign-in's own failure.
+    pub(crate) fn take_failure(&self) -> Option<UpstreamError> {
         self.failure.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
@@ -545,11 +546,32 @@ fn registration_key(metadata: &AuthorizationMetadata) -> String {
 pub(crate) fn auth_error_text(error: &AuthError) -> String {
     let text = match error {
         // Our own texts, whole.
-        AuthError::AuthorizationFailed(text) if text.starts_with(NEEDS_SIGN_IN) => text.clone(),
+        AuthError::AuthorizationFailed(text) if sign_in_needed(error).is_some() => text.clone(),
         AuthError::AuthorizationRequired => "the server needs a sign-in".to_owned(),
         other => other.to_string(),
     };
     crate::secrets::scrub(&text).into_owned()
+}
+
+/// What a failed sign-in means for the server: [`UpstreamError::NeedsSignIn`] when it waits
+/// for a person (nobody signed in, or the wait ran out), else a failed handshake.
+pub(crate) fn upstream_error(error: &AuthError) -> UpstreamError {
+    match sign_in_needed(error) {
+        Some(detail) => UpstreamError::NeedsSignIn {
+            detail: crate::secrets::scrub(detail).into_owned(),
+        },
+        None => UpstreamError::handshake(auth_error_text(error)),
+    }
+}
+
+/// Whether `error` is ours, saying the server waits for a person to sign in; its text if so.
+/// rmcp's `AuthError` carries text only, so this is the one place where that text is read:
+/// past it, the need is typed ([`UpstreamError::NeedsSignIn`]).
+pub(crate) fn sign_in_needed(error: &AuthError) -> Option<&str> {
+    match error {
+        AuthError::AuthorizationFailed(text) if text.starts_with(NEEDS_SIGN_IN) => Some(text),
+        _ => None,
+    }
 }
 
 /// What a server waiting for a person says, with the one command that fixes it.

@@ -8,6 +8,8 @@ use super::*;
 /// What the next `open` does.
 enum Script {
     Fail,
+    /// The server waits for a person to sign in (`oauth`).
+    SignIn,
     Ok,
     Hang,
 }
@@ -88,6 +90,9 @@ impl Connector for Scripted {
         tokio::time::sleep(Duration::from_millis(10)).await;
         match next {
             Script::Fail => Err(UpstreamError::handshake("did not answer initialize")),
+            Script::SignIn => Err(UpstreamError::NeedsSignIn {
+                detail: "needs sign-in: run `anygpt-discovery auth login a`".into(),
+            }),
             Script::Ok => Ok((
                 FakeSession {
                     closed: Arc::new(AtomicBool::new(self.0.dead.load(Ordering::SeqCst))),
@@ -187,6 +192,45 @@ async fn a_failed_first_start_is_retried_in_the_background_with_backoff() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 3);
     assert_eq!(handle.state(), ServerState::Ready);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_waiting_for_a_sign_in_says_so_typed_and_a_call_tries_at_once() {
+    let s = setup(&["a"], vec![Script::SignIn, Script::SignIn, Script::Ok]);
+    let handle = s.supervisor.get("a").unwrap().clone();
+    handle.start();
+    settle().await;
+    let state = handle.state();
+    let ServerState::Backoff {
+        reason: Trouble::NeedsSignIn(detail),
+        ..
+    } = &state
+    else {
+        panic!("{state:?}")
+    };
+    assert!(detail.contains("auth login a"), "{detail}");
+    assert!(state.needs_sign_in());
+    assert_eq!(
+        state.reason().as_deref(),
+        Some(detail.as_str()),
+        "no retry in the reason"
+    );
+    // Retrying in the background, it still needs the sign-in: a person must act.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    assert!(handle.state().needs_sign_in(), "{:?}", handle.state());
+    // A call is who the sign-in was for: it connects at once instead of waiting out the
+    // backoff (the real connector's attempt may then open the browser).
+    let opens = s.fake.opens.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let outcome = handle.call(call_params(), Duration::from_secs(60), None).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), opens + 1);
+    assert!(!handle.state().needs_sign_in());
 }
 
 #[tokio::test(start_paused = true)]
@@ -304,7 +348,7 @@ async fn a_session_that_ends_while_idle_leaves_ready_at_once_and_restarts_by_the
     else {
         panic!("{:?}", handle.state())
     };
-    assert!(reason.contains("exit status: 3"), "{reason}");
+    assert!(reason.text().contains("exit status: 3"), "{reason}");
     settle().await;
     assert_eq!(handle.state(), ServerState::Ready);
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
@@ -315,7 +359,7 @@ async fn a_session_that_ends_while_idle_leaves_ready_at_once_and_restarts_by_the
     let ServerState::Backoff { reason, until } = handle.state() else {
         panic!("{:?}", handle.state())
     };
-    assert!(reason.contains("exit status: 3"), "{reason}");
+    assert!(reason.text().contains("exit status: 3"), "{reason}");
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2);
     tokio::time::sleep_until(until + Duration::from_millis(20)).await;
     assert_eq!(

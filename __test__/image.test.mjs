@@ -1,0 +1,149 @@
+// The container image's binary, run as the image runs it: chrooted into a root that holds only
+// the image's files, as its non-root user, with only the image's environment. No container
+// runs here, so this is the image without the runtime: what the runtime adds (/etc/hosts) the
+// test writes itself.
+//
+// The root is the built image's own filesystem when ANYGPT_IMAGE names one (`npm run image`
+// sets it: `podman create` + `podman export`), else the context `npm run image` would build
+// from, staged from the debug binary `npm test` built (same libraries, same files).
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { IMAGE_UID, stage } from '../scripts/image.mjs';
+import { hostTriple } from '../scripts/host.mjs';
+import { root, serverPaths, tempDir } from './helpers.mjs';
+
+const image = process.env.ANYGPT_IMAGE;
+const engine = process.env.ANYGPT_IMAGE_ENGINE ?? 'podman';
+const BINARY = '/usr/local/bin/anygpt-discovery';
+const containerfile = readFileSync(join(root, 'Containerfile'), 'utf8');
+// Found on this PATH: the image's environment, passed whole, has none.
+const CHROOT = execFileSync('sh', ['-c', 'command -v chroot'], { encoding: 'utf8' }).trim();
+
+/** The `ENV` of Containerfile, as the image's processes get it (and nothing else). */
+function imageEnv() {
+  const block = /^ENV ((?:.*\\\n)*.*)$/m.exec(containerfile)[1].replace(/\\\n/g, ' ');
+  return Object.fromEntries([...block.matchAll(/(\w+)=(\S+)/g)].map(([, name, value]) => [name, value]));
+}
+
+// Each root holds a copy of the binary (a debug one is hundreds of MB): removed at the end.
+const made = [];
+after(() => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A folder holding the image's files: exported from the built image, or staged. */
+function imageRoot() {
+  const dir = tempDir('anygpt-discovery-image-');
+  made.push(dir);
+  // The image's `/`: the non-root user must be able to enter it.
+  chmodSync(dir, 0o755);
+  if (image) {
+    const id = execFileSync(engine, ['create', image], { encoding: 'utf8' }).trim();
+    try {
+      execFileSync('sh', ['-c', `"$0" export "$1" | tar -x -C "$2"`, engine, id, dir]);
+    } finally {
+      spawnSync(engine, ['rm', id], { stdio: 'ignore' });
+    }
+    return dir;
+  }
+  const context = tempDir('anygpt-discovery-image-context-');
+  made.push(context);
+  stage(join(root, 'target', hostTriple(), 'debug', 'anygpt-discovery'), context);
+  cpSync(join(context, 'rootfs'), dir, { recursive: true });
+  mkdirSync(join(dir, 'home'), { recursive: true });
+  cpSync(join(context, 'home'), join(dir, 'home', 'gateway'), { recursive: true });
+  chownSync(join(dir, 'home', 'gateway'), IMAGE_UID, IMAGE_UID);
+  mkdirSync(join(dir, 'usr', 'local', 'bin'), { recursive: true });
+  cpSync(join(context, 'anygpt-discovery'), join(dir, BINARY));
+  return dir;
+}
+
+/** `chroot` arguments that run `args` of the image's binary in `dir` as the image's user. */
+function inImage(dir, args) {
+  return ['--userspec', `${IMAGE_UID}:${IMAGE_UID}`, dir, BINARY, ...args];
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+test('the image runs its binary as a non-root user, with the config from a mounted file and auth required over HTTP', () => {
+  assert.match(containerfile, /^FROM scratch$/m);
+  assert.match(containerfile, /^USER 65532:65532$/m);
+  assert.match(containerfile, /^ENTRYPOINT \["\/usr\/local\/bin\/anygpt-discovery"\]$/m);
+  assert.match(containerfile, /^CMD \["serve", "--http", "0\.0\.0\.0:8080"\]$/m);
+  assert.equal(imageEnv().ANYGPT_DISCOVERY_CONFIG, '/config/mcp-discovery.config.json');
+  if (image) {
+    const config = JSON.parse(execFileSync(engine, ['image', 'inspect', '--format', '{{json .Config}}', image], { encoding: 'utf8' }));
+    assert.equal(config.User, '65532:65532');
+    assert.deepEqual(config.Cmd, ['serve', '--http', '0.0.0.0:8080']);
+  }
+});
+
+test("the image's binary runs alone in the image's files: --version, and what it reads", () => {
+  const dir = imageRoot();
+  const version = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).version;
+  const run = spawnSync(CHROOT, inImage(dir, ['--version']), { env: imageEnv(), encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  assert.equal(run.stdout.trim(), `anygpt-discovery ${version}`);
+  // The config it reads is the mounted file the image names.
+  const path = spawnSync(CHROOT, inImage(dir, ['config', 'path']), { env: imageEnv(), encoding: 'utf8' });
+  assert.equal(path.status, 0, path.stderr);
+  assert.match(path.stdout, /^Config file: \/config\/mcp-discovery\.config\.json \(named by \$ANYGPT_DISCOVERY_CONFIG/);
+});
+
+test("stdio as `docker run -i --rm` runs it: search, details and execute through the SDK client, a remote server reached by name", async () => {
+  const dir = imageRoot();
+  const port = await freePort();
+  const everything = spawn(process.execPath, [serverPaths.everything, 'streamableHttp'], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise((resolve, reject) => {
+    let output = '';
+    everything.stderr.on('data', (chunk) => {
+      output += chunk;
+      if (/listening on port|running on port/i.test(output)) resolve();
+    });
+    everything.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
+  });
+  // What the container runtime writes, and the mounted config: the server by a name the
+  // binary resolves from the image's files alone (no NSS modules beside it).
+  writeFileSync(join(dir, 'etc', 'hosts'), '127.0.0.1 localhost everything.test\n');
+  const config = { discovery: { servers: [{ name: 'remote', connection: { type: 'http', url: `http://everything.test:${port}/mcp` } }] } };
+  writeFileSync(join(dir, 'config', 'mcp-discovery.config.json'), JSON.stringify(config));
+  const transport = new StdioClientTransport({ command: CHROOT, args: inImage(dir, ['serve']), env: imageEnv(), stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (chunk) => {
+    stderr += chunk;
+  });
+  const client = new Client({ name: 'anygpt-discovery-image-test', version: '0.0.0' });
+  try {
+    await client.connect(transport);
+    const answer = async (name, args) => JSON.parse((await client.callTool({ name, arguments: args })).content[0].text);
+    const found = await answer('search_tools', { query: 'echo' });
+    assert.deepEqual([found.results[0]?.server, found.results[0]?.tool], ['remote', 'echo'], `${JSON.stringify(found)}\n${stderr}`);
+    const details = await answer('get_tool_details', { server: 'remote', tool: 'echo' });
+    assert.ok(details.inputSchema.properties.message, JSON.stringify(details));
+    const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: 'from the image' } } });
+    assert.equal(result.content[0].text, 'Echo: from the image', stderr);
+    const { servers } = await answer('list_mcp_servers', {});
+    assert.equal(servers[0].status, 'connected');
+  } finally {
+    await client.close();
+    everything.kill();
+  }
+});
