@@ -1,7 +1,8 @@
 //! An issuer's signing keys (its JWK Set), from a URL or a file, cached.
 //!
 //! Keys rotate: a token may name (`kid`) a key published after the set was read, so an
-//! unknown key refreshes the set, and the set is read again when it is old. Refreshes are
+//! unknown key refreshes the set, and the set is read again when it is old — in the
+//! background while its keys still verify, so no request waits on the issuer. Refreshes are
 //! rate-limited per issuer — a flood of tokens naming random keys reads the set at most once
 //! per [`Timing::min_refresh`] — and one refresh runs at a time. A failed refresh keeps the
 //! keys already known.
@@ -12,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -101,6 +103,8 @@ pub(super) enum KeyMiss {
     UnknownKey,
     /// The token names no key and more than one (or no) key fits its algorithm.
     Ambiguous,
+    /// The set has never been read (the issuer was unreachable at start and since).
+    Unavailable,
 }
 
 /// One issuer's keys.
@@ -112,6 +116,8 @@ pub(super) struct KeySet {
     /// When the set was last read (successfully or not); held while reading, so one read runs
     /// at a time and the others wait for its keys.
     last_read: tokio::sync::Mutex<Option<Instant>>,
+    /// A background refresh of an old set is under way (one at a time).
+    refreshing: AtomicBool,
 }
 
 /// A set that cannot be read: where, and why (never a token, only the set's own problem).
@@ -130,6 +136,7 @@ impl KeySet {
             timing,
             keys: RwLock::new(Arc::new(Keys::default())),
             last_read: tokio::sync::Mutex::new(None),
+            refreshing: AtomicBool::new(false),
         }
     }
 
@@ -148,16 +155,32 @@ impl KeySet {
     }
 
     /// The key that verifies a token naming `kid` and signed with `algorithm`.
-    pub(super) async fn find(&self, kid: Option<&str>, algorithm: Algorithm) -> Result<Key, KeyMiss> {
+    pub(super) async fn find(self: &Arc<Self>, kid: Option<&str>, algorithm: Algorithm) -> Result<Key, KeyMiss> {
         let current = self.current();
-        let stale = current.read_at.is_none_or(|at| at.elapsed() >= self.timing.max_age);
-        if !stale {
-            if let Ok(key) = pick(&current, kid, algorithm) {
-                return Ok(key);
+        if let Ok(key) = pick(&current, kid, algorithm) {
+            let old = current.read_at.is_none_or(|at| at.elapsed() >= self.timing.max_age);
+            if old {
+                self.refresh_in_background();
             }
+            return Ok(key);
         }
         self.refresh().await;
-        pick(&self.current(), kid, algorithm)
+        let current = self.current();
+        if current.read_at.is_none() {
+            return Err(KeyMiss::Unavailable);
+        }
+        pick(&current, kid, algorithm)
+    }
+
+    fn refresh_in_background(self: &Arc<Self>) {
+        if self.refreshing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            this.refresh().await;
+            this.refreshing.store(false, Ordering::Release);
+        });
     }
 
     fn current(&self) -> Arc<Keys> {

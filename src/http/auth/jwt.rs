@@ -23,7 +23,7 @@ const MAX_CLAIM_ITEMS: usize = 256;
 pub(super) struct Issuer {
     /// The issuer identifier, compared exactly with `iss`.
     pub id: String,
-    pub keys: KeySet,
+    pub keys: std::sync::Arc<KeySet>,
     pub audience: Vec<String>,
     pub algorithms: Vec<Algorithm>,
     pub groups_claim: String,
@@ -62,6 +62,9 @@ pub(super) async fn verify(issuers: &[Issuer], token: &str, leeway: u64) -> Resu
             KeyMiss::Ambiguous => Problem::InvalidToken(
                 "the token names no key (`kid`) and its issuer has no single key for its algorithm",
             ),
+            KeyMiss::Unavailable => {
+                Problem::InvalidToken("the issuer's keys cannot be read at the moment; try again shortly")
+            }
         })?;
     let mut validation = Validation::new(header.alg);
     validation.leeway = leeway;

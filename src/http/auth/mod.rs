@@ -387,7 +387,7 @@ async fn issuers(specs: &[IssuerSpec], resource: &str, timing: Timing) -> Result
             return Err(Error::config(ORIGIN, at("audience"), "holds no value or an empty one"));
         }
         let source = key_source(spec, &at)?;
-        let keys = KeySet::new(source, client.clone(), timing);
+        let keys = Arc::new(KeySet::new(source, client.clone(), timing));
         load_keys(&keys, &at).await?;
         issuers.push(Issuer {
             id: issuer.to_owned(),

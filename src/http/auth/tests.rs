@@ -676,6 +676,36 @@ async fn an_issuer_down_at_start_is_read_again_when_a_token_arrives() {
     assert_eq!(call(&auth, Some(&key.token(&claims()))).await.status, StatusCode::OK);
 }
 
+#[tokio::test]
+async fn an_issuer_never_reached_is_named_as_the_reason() {
+    let key = TestKey::es256("k1");
+    let server = jwks_server(json!("not a key set")).await;
+    let auth = authenticator(url_issuer(&server)).await;
+    assert_invalid(
+        &call(&auth, Some(&key.token(&claims()))).await,
+        "keys cannot be read at the moment",
+    );
+}
+
+#[tokio::test]
+async fn an_old_set_is_read_again_in_the_background_while_its_keys_still_verify() {
+    let key = TestKey::es256("k1");
+    let server = jwks_server(jwks(&[&key])).await;
+    let timing = Timing {
+        min_refresh: Duration::ZERO,
+        max_age: Duration::ZERO,
+    };
+    let auth = Authenticator::build(&spec_with(vec![url_issuer(&server)]), RESOURCE, timing)
+        .await
+        .unwrap();
+    assert_eq!(call(&auth, Some(&key.token(&claims()))).await.status, StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while server.reads.load(Ordering::SeqCst) < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "the old set was not read again");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 // ---- metadata (RFC 9728) ----
 
 #[tokio::test]
