@@ -11,17 +11,13 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
 
 /// Who may use the HTTP face (`serve --http`). Configure `issuers` (team mode) or `token`
-/// (one user on loopback), not both.
+/// (one user on loopback), not both. Tokens must be issued for the gateway's canonical URL
+/// (`discovery.http.publicUrl`, else `http://HOST:PORT/mcp` of the bind address) unless an
+/// issuer sets `audience`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]
 pub struct HttpAuthSpec {
-    /// The public URL of the gateway's `/mcp` endpoint as clients reach it, e.g.
-    /// `https://mcp.example.com/mcp` behind a proxy. Tokens must be issued for it (their `aud`,
-    /// RFC 8707) unless an issuer sets `audience`. Default: `http://HOST:PORT/mcp` of the bind
-    /// address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<String>,
     /// OAuth authorization servers whose access tokens (signed JWTs) are accepted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub issuers: Vec<IssuerSpec>,
@@ -43,7 +39,6 @@ pub struct HttpAuthSpec {
 impl Default for HttpAuthSpec {
     fn default() -> Self {
         Self {
-            resource: None,
             issuers: Vec::new(),
             token: None,
             leeway_seconds: DEFAULT_LEEWAY_SECONDS,
@@ -70,8 +65,8 @@ pub struct IssuerSpec {
     /// when a token names a key not seen yet (at most every 30 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_file: Option<String>,
-    /// The `aud` values accepted instead of the resource URL, for issuers that cannot put the
-    /// URL in `aud` (Entra ID uses the application ID URI, e.g. `api://GUID`).
+    /// The `aud` values accepted instead of the gateway's canonical URL, for issuers that
+    /// cannot put the URL in `aud` (Entra ID uses the application ID URI, e.g. `api://GUID`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audience: Option<Audience>,
     /// Signature algorithms accepted. `HS*` (shared secrets) and `none` are never accepted.

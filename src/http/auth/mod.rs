@@ -91,7 +91,8 @@ impl std::fmt::Debug for Authenticator {
 
 impl Authenticator {
     /// Check `spec` and build the authenticator for `resource`, the canonical URL of the
-    /// gateway's `/mcp` endpoint (`spec.resource`, when set, takes its place). Each issuer's
+    /// gateway's `/mcp` endpoint (`discovery.http.publicUrl`, else `http://HOST:PORT/mcp` of
+    /// the bind address): the audience tokens must name and the metadata's `resource`. Each issuer's
     /// keys are read now: a `jwksFile` that cannot be read is an error; a `jwksUri` that
     /// cannot be fetched is a warning, and the keys are fetched again when a token arrives.
     ///
@@ -114,7 +115,7 @@ impl Authenticator {
                 ),
             ));
         }
-        let resource = spec.resource.as_deref().unwrap_or(resource).trim().to_owned();
+        let resource = resource.trim().to_owned();
         let resource_url = check_resource(&resource)?;
         for (i, scope) in spec.scopes_supported.iter().enumerate() {
             check_scope(scope, &format!("scopesSupported[{i}]"))?;
@@ -283,7 +284,8 @@ fn bearer_token(headers: &HeaderMap) -> std::result::Result<&str, Problem> {
 
 /// The resource URL, parsed: absolute http(s), no query or fragment (RFC 8707 §2).
 fn check_resource(resource: &str) -> Result<reqwest::Url> {
-    let bad = |why: &str| Error::config(ORIGIN, "resource", format!("`{resource}` {why}"));
+    // The URL comes from `discovery.http.publicUrl` (or the bind address).
+    let bad = |why: &str| Error::config("discovery.http", "publicUrl", format!("`{resource}` {why}"));
     let url = reqwest::Url::parse(resource).map_err(|e| bad(&format!("is not an absolute URL ({e})")))?;
     if !matches!(url.scheme(), "https" | "http") || url.host().is_none() {
         return Err(bad(

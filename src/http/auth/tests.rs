@@ -735,22 +735,6 @@ async fn protected_resource_metadata_is_served_at_both_well_known_paths() {
     }
 }
 
-#[tokio::test]
-async fn the_configured_resource_url_replaces_the_bind_address_everywhere() {
-    let key = TestKey::es256("k1");
-    let file = jwks_file(&jwks(&[&key]));
-    let spec = HttpAuthSpec {
-        resource: Some(RESOURCE.to_owned()),
-        ..spec_with(vec![issuer_spec(&file)])
-    };
-    let auth = Authenticator::from_spec(&spec, "http://127.0.0.1:8080/mcp")
-        .await
-        .unwrap();
-    assert_eq!(auth.resource(), RESOURCE);
-    assert_eq!(call(&auth, Some(&key.token(&claims()))).await.status, StatusCode::OK);
-    assert!(call(&auth, None).await.challenge.unwrap().contains(METADATA_URL));
-}
-
 // ---- the static bearer token ----
 
 fn static_spec(var: &str) -> HttpAuthSpec {
@@ -874,13 +858,6 @@ async fn bad_settings_name_the_setting_and_the_fix() {
             },
             "leewaySeconds",
         ),
-        (
-            HttpAuthSpec {
-                resource: Some("https://mcp.example.test/mcp#frag".to_owned()),
-                ..spec_with(vec![issuer_spec(&file)])
-            },
-            "resource: `https://mcp.example.test/mcp#frag` has a query or fragment",
-        ),
     ];
     for (spec, expected) in cases {
         let err = Authenticator::from_spec(&spec, RESOURCE).await.unwrap_err();
@@ -889,4 +866,36 @@ async fn bad_settings_name_the_setting_and_the_fix() {
         assert!(text.starts_with("discovery.http.auth: "), "{text}");
         assert!(text.contains(expected), "`{text}` does not contain `{expected}`");
     }
+    let spec = spec_with(vec![issuer_spec(&file)]);
+    for (resource, expected) in [
+        ("https://mcp.example.test/mcp#frag", "has a query or fragment"),
+        ("mcp.example.test/mcp", "is not an absolute URL"),
+        ("ftp://mcp.example.test/mcp", "is not an http(s) URL"),
+    ] {
+        let err = Authenticator::from_spec(&spec, resource).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("discovery.http: publicUrl: `{resource}` {expected}")),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_metadata_follows_the_resource_path() {
+    let key = TestKey::es256("k1");
+    let file = jwks_file(&jwks(&[&key]));
+    let auth = Authenticator::from_spec(&spec_with(vec![issuer_spec(&file)]), "http://127.0.0.1:8080/team/mcp")
+        .await
+        .unwrap();
+    assert_eq!(auth.resource(), "http://127.0.0.1:8080/team/mcp");
+    let challenge = call(&auth, None).await.challenge.unwrap();
+    assert!(
+        challenge.contains("resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/team/mcp\""),
+        "{challenge}"
+    );
+    let request = Request::get("/.well-known/oauth-protected-resource/team/mcp")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(app(&auth).oneshot(request).await.unwrap().status(), StatusCode::OK);
 }
