@@ -21,6 +21,8 @@
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
 //! gateway  ── the stdio MCP server exposing the five meta-tools
+//! http     ── the team face over HTTP; `http::auth` checks access tokens (OAuth resource
+//!             server, static bearer token) and proves the caller
 //! mcp_registry ── the MCP Registry API (`add`, `registry search`): server.json → ServerSpec
 //! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
 //!             backed up) and restored; what the move saves in tokens
@@ -42,6 +44,7 @@ pub mod engine;
 pub mod error;
 pub mod gateway;
 pub(crate) mod hash;
+pub mod http;
 pub(crate) mod lenient_json;
 pub(crate) mod mcp_registry;
 pub mod paths;

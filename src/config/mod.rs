@@ -11,6 +11,7 @@
 
 pub(crate) mod document;
 pub mod expand;
+pub mod http_auth;
 mod humanize;
 mod load;
 pub mod locate;
@@ -29,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
 pub(crate) use document::{read_document, read_limited};
+pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
