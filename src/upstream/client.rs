@@ -524,8 +524,6 @@ fn init_error_text(error: &ClientInitializeError) -> String {
     }
 }
 
-/// A transport error with the causes a person can act on ("connection refused"): rmcp's
-/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
 /// The need for a sign-in a request failed with (`oauth`), typed; `None` for any other
 /// transport error.
 pub(super) fn sign_in_needed(error: &rmcp::transport::DynamicTransportError) -> Option<UpstreamError> {
@@ -538,6 +536,8 @@ pub(super) fn sign_in_needed(error: &rmcp::transport::DynamicTransportError) -> 
     }
 }
 
+/// A transport error with the causes a person can act on ("connection refused"): rmcp's
+/// streamable-HTTP client does not chain its reqwest error as a source, so unwrap it here.
 pub(super) fn transport_error_text(error: &rmcp::transport::DynamicTransportError) -> String {
     type HttpError = rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>;
     match error.error.downcast_ref::<HttpError>() {

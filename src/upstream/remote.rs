@@ -99,7 +99,7 @@ pub(super) async fn open_http(
     // The server spoke streamable HTTP and asked for a sign-in that did not happen: the
     // other attempts would only bury why.
     if let Some(error) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
-        return Err(Failure::Other(error));
+        return Err(sign_in_failure(error));
     }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(negotiated_error));
@@ -115,7 +115,7 @@ pub(super) async fn open_http(
         Err(other) => return Err(other),
     };
     if let Some(error) = remote.auth.as_ref().and_then(|auth| auth.take_failure()) {
-        return Err(Failure::Other(error));
+        return Err(sign_in_failure(error));
     }
     if Instant::now() >= deadline || shutdown.is_cancelled() {
         return Err(Failure::Handshake(streamable_error));
@@ -125,6 +125,15 @@ pub(super) async fn open_http(
             "streamable HTTP: {streamable_error}; legacy HTTP+SSE: {sse_error}"
         ))),
         outcome => outcome,
+    }
+}
+
+/// A sign-in that did not happen, as the connect fails with: the need for one stays typed
+/// (the server's status says it); any other failure is explained as a handshake's is.
+fn sign_in_failure(error: UpstreamError) -> Failure {
+    match error {
+        UpstreamError::NeedsSignIn { .. } => Failure::Other(error),
+        other => Failure::Handshake(other.to_string()),
     }
 }
 
