@@ -771,6 +771,28 @@ async fn the_static_token_admits_its_one_user_on_loopback_only() {
 }
 
 #[tokio::test]
+async fn the_static_token_metadata_names_no_authorization_server() {
+    std::env::set_var("ANYGPT_TEST_HTTP_AUTH_META", "m3ta-static-token-0123456789abcdef");
+    let auth = Authenticator::from_spec(&static_spec("ANYGPT_TEST_HTTP_AUTH_META"), "http://127.0.0.1:8080/mcp")
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&auth, None).await.challenge.as_deref(),
+        Some("Bearer resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\"")
+    );
+    let request = Request::get("/.well-known/oauth-protected-resource/mcp")
+        .body(Body::empty())
+        .unwrap();
+    let response = app(&auth).oneshot(request).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+    let document: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        document,
+        json!({"resource": "http://127.0.0.1:8080/mcp", "bearer_methods_supported": ["header"]})
+    );
+}
+
+#[tokio::test]
 async fn a_static_token_written_in_the_file_or_too_short_is_refused() {
     let literal = HttpAuthSpec {
         token: Some("s3cr3t-static-token-0123456789abcdef".to_owned()),
