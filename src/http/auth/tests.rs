@@ -305,6 +305,22 @@ async fn an_expired_token_is_refused_beyond_the_leeway_only() {
 }
 
 #[tokio::test]
+async fn a_token_verified_before_is_still_refused_once_it_expires() {
+    let key = TestKey::es256("k1");
+    let file = jwks_file(&jwks(&[&key]));
+    let spec = HttpAuthSpec {
+        leeway_seconds: 0,
+        ..spec_with(vec![issuer_spec(&file)])
+    };
+    let auth = Authenticator::from_spec(&spec, RESOURCE).await.unwrap();
+    let token = key.token(&with(claims(), "exp", json!(now() + 1)));
+    assert_eq!(call(&auth, Some(&token)).await.status, StatusCode::OK);
+    assert_eq!(call(&auth, Some(&token)).await.status, StatusCode::OK, "taken again");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_invalid(&call(&auth, Some(&token)).await, "expired");
+}
+
+#[tokio::test]
 async fn a_token_not_valid_yet_is_refused() {
     let key = TestKey::es256("k1");
     let file = jwks_file(&jwks(&[&key]));
