@@ -30,8 +30,15 @@ pub(super) struct Issuer {
     pub required_scopes: Vec<String>,
 }
 
+/// A token that verified: its caller, and until when (`exp`) it may be taken again unchecked.
+#[derive(Debug, Clone)]
+pub(super) struct Verified {
+    pub caller: Caller,
+    pub expires_at: Option<u64>,
+}
+
 /// Check `token` against the issuer it names among `issuers`, and build its caller.
-pub(super) async fn verify(issuers: &[Issuer], token: &str, leeway: u64) -> Result<Caller, Problem> {
+pub(super) async fn verify(issuers: &[Issuer], token: &str, leeway: u64) -> Result<Verified, Problem> {
     let header = jsonwebtoken::decode_header(token)
         .map_err(|_| Problem::InvalidToken("the token is not a JWT signed with a supported algorithm"))?;
     if header.crit.is_some() {
@@ -85,7 +92,10 @@ pub(super) async fn verify(issuers: &[Issuer], token: &str, leeway: u64) -> Resu
     if !missing.is_empty() {
         return Err(Problem::InsufficientScope(issuer.required_scopes.join(" ")));
     }
-    Ok(caller)
+    Ok(Verified {
+        caller,
+        expires_at: claims.get("exp").and_then(Value::as_u64),
+    })
 }
 
 #[derive(serde::Deserialize)]

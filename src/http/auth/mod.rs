@@ -67,9 +67,21 @@ struct Inner {
 }
 
 enum Mode {
-    Jwt(Vec<Issuer>),
+    Jwt {
+        issuers: Vec<Issuer>,
+        verified: VerifiedCache,
+    },
     Static(Box<StaticToken>),
 }
+
+/// Tokens that verified lately, by the SHA-256 of the token: a client sends the same token
+/// with every request, and checking its signature each time is most of the cost of a request
+/// (a token is never kept, only its digest). An entry lives [`VERIFIED_TTL`] at most and is
+/// never used past the token's `exp`, so a key the issuer withdraws stops verifying its tokens
+/// within that time, as a refused token is checked anew each time.
+type VerifiedCache = moka::sync::Cache<[u8; 32], Arc<jwt::Verified>>;
+const VERIFIED_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+const VERIFIED_CAPACITY: u64 = 10_000;
 
 /// The middleware [`Authenticator::layer`] returns, named so the HTTP face can hold it.
 pub type AuthLayer = FromFnLayer<Guard, Authenticator, (State<Authenticator>, Request)>;
@@ -79,7 +91,7 @@ pub type Guard = fn(State<Authenticator>, Request, Next) -> BoxFuture<'static, R
 impl std::fmt::Debug for Authenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mode = match &self.inner.mode {
-            Mode::Jwt(issuers) => format!("{} issuer(s)", issuers.len()),
+            Mode::Jwt { issuers, .. } => format!("{} issuer(s)", issuers.len()),
             Mode::Static(_) => "static token".to_owned(),
         };
         f.debug_struct("Authenticator")
@@ -136,11 +148,17 @@ impl Authenticator {
                 ))
             }
             (true, Some(token)) => Mode::Static(Box::new(static_token(token)?)),
-            (false, None) => Mode::Jwt(issuers(&spec.issuers, &resource, timing).await?),
+            (false, None) => Mode::Jwt {
+                issuers: issuers(&spec.issuers, &resource, timing).await?,
+                verified: moka::sync::Cache::builder()
+                    .max_capacity(VERIFIED_CAPACITY)
+                    .time_to_live(VERIFIED_TTL)
+                    .build(),
+            },
         };
         let required = required_scopes(&mode);
         let (authorization_servers, scopes_supported) = match &mode {
-            Mode::Jwt(issuers) => {
+            Mode::Jwt { issuers, .. } => {
                 let servers = issuers.iter().map(|i| i.id.clone()).collect();
                 let scopes = if spec.scopes_supported.is_empty() {
                     required.clone()
@@ -212,9 +230,25 @@ impl Authenticator {
                 ..Caller::default()
             }),
             Mode::Static(_) => Err(self.deny(Problem::InvalidToken("the token is not the one configured"))),
-            Mode::Jwt(issuers) => jwt::verify(issuers, token, self.inner.leeway)
-                .await
-                .map_err(|p| self.deny(p)),
+            Mode::Jwt { issuers, verified } => {
+                let digest = token_digest(token);
+                let now = jsonwebtoken::get_current_timestamp();
+                if let Some(known) = verified.get(&digest) {
+                    if known
+                        .expires_at
+                        .is_some_and(|exp| now < exp.saturating_add(self.inner.leeway))
+                    {
+                        return Ok(known.caller.clone());
+                    }
+                    verified.invalidate(&digest);
+                }
+                let fresh = jwt::verify(issuers, token, self.inner.leeway)
+                    .await
+                    .map_err(|p| self.deny(p))?;
+                let caller = fresh.caller.clone();
+                verified.insert(digest, Arc::new(fresh));
+                Ok(caller)
+            }
         }
     }
 
@@ -250,6 +284,12 @@ fn guard(State(auth): State<Authenticator>, mut request: Request, next: Next) ->
             }
         }
     })
+}
+
+fn token_digest(token: &str) -> [u8; 32] {
+    let mut digest = [0; 32];
+    digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
+    digest
 }
 
 /// The token of the request's one `Authorization: Bearer` header (RFC 6750 §2.1).
@@ -482,7 +522,7 @@ fn algorithm(algorithm: JwtAlgorithm) -> Algorithm {
 /// told to ask for.
 fn required_scopes(mode: &Mode) -> Vec<String> {
     let mut scopes: Vec<String> = Vec::new();
-    if let Mode::Jwt(issuers) = mode {
+    if let Mode::Jwt { issuers, .. } = mode {
         for scope in issuers.iter().flat_map(|i| &i.required_scopes) {
             if !scopes.contains(scope) {
                 scopes.push(scope.clone());

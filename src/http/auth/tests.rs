@@ -305,6 +305,22 @@ async fn an_expired_token_is_refused_beyond_the_leeway_only() {
 }
 
 #[tokio::test]
+async fn a_token_verified_before_is_still_refused_once_it_expires() {
+    let key = TestKey::es256("k1");
+    let file = jwks_file(&jwks(&[&key]));
+    let spec = HttpAuthSpec {
+        leeway_seconds: 0,
+        ..spec_with(vec![issuer_spec(&file)])
+    };
+    let auth = Authenticator::from_spec(&spec, RESOURCE).await.unwrap();
+    let token = key.token(&with(claims(), "exp", json!(now() + 1)));
+    assert_eq!(call(&auth, Some(&token)).await.status, StatusCode::OK);
+    assert_eq!(call(&auth, Some(&token)).await.status, StatusCode::OK, "taken again");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    assert_invalid(&call(&auth, Some(&token)).await, "expired");
+}
+
+#[tokio::test]
 async fn a_token_not_valid_yet_is_refused() {
     let key = TestKey::es256("k1");
     let file = jwks_file(&jwks(&[&key]));
@@ -767,6 +783,28 @@ async fn the_static_token_admits_its_one_user_on_loopback_only() {
     assert!(
         err.to_string().contains("bind 127.0.0.1, or configure `issuers`"),
         "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_static_token_metadata_names_no_authorization_server() {
+    std::env::set_var("ANYGPT_TEST_HTTP_AUTH_META", "m3ta-static-token-0123456789abcdef");
+    let auth = Authenticator::from_spec(&static_spec("ANYGPT_TEST_HTTP_AUTH_META"), "http://127.0.0.1:8080/mcp")
+        .await
+        .unwrap();
+    assert_eq!(
+        call(&auth, None).await.challenge.as_deref(),
+        Some("Bearer resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\"")
+    );
+    let request = Request::get("/.well-known/oauth-protected-resource/mcp")
+        .body(Body::empty())
+        .unwrap();
+    let response = app(&auth).oneshot(request).await.unwrap();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 16).await.unwrap();
+    let document: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        document,
+        json!({"resource": "http://127.0.0.1:8080/mcp", "bearer_methods_supported": ["header"]})
     );
 }
 
