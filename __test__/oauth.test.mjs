@@ -471,6 +471,13 @@ test('a background start of a server nobody used opens no browser; its first cal
     await new Promise((r) => setTimeout(r, 1000));
     assert.deepEqual(browserRuns(argvFile), []);
     assert.equal((await s.oauth.admin('stats')).authorizations, 0);
+    // The CLI tells it as its own status too (not ✓ with "Error"), and opens nothing either.
+    const listed = s.cli('list', '--status');
+    assert.equal(listed.status, 0, listed.stderr);
+    assert.match(listed.stdout, /✗ secure\n  Status: Needs sign-in\n  Reason: needs sign-in: the first call/, listed.stdout);
+    const json = JSON.parse(s.cli('list', '--json').stdout);
+    assert.equal(json.servers.find((x) => x.name === 'secure').status, 'needs sign-in', JSON.stringify(json));
+    assert.deepEqual(browserRuns(argvFile), []);
     // A call needs it: now the sign-in starts, and the call is answered.
     const first = await s.run('secure', 'whoami');
     assert.equal(first.content[0].text, 'signed-in user', JSON.stringify(first));

@@ -104,9 +104,9 @@ impl std::fmt::Debug for Authenticator {
 impl Authenticator {
     /// Check `spec` and build the authenticator for `resource`, the canonical URL of the
     /// gateway's `/mcp` endpoint (`discovery.http.publicUrl`, else `http://HOST:PORT/mcp` of
-    /// the bind address): the audience tokens must name and the metadata's `resource`. Each issuer's
-    /// keys are read now: a `jwksFile` that cannot be read is an error; a `jwksUri` that
-    /// cannot be fetched is a warning, and the keys are fetched again when a token arrives.
+    /// the bind address): the audience tokens must name and the metadata's `resource`. Each
+    /// issuer's keys are read now: a `jwksFile` that cannot be read is an error; a `jwksUri`
+    /// that cannot be fetched is a warning, and the keys are fetched again when a token arrives.
     ///
     /// # Errors
     /// `CONFIGURATION_ERROR` naming the setting (`discovery.http.auth: issuers[0].jwksUri`)
@@ -132,43 +132,9 @@ impl Authenticator {
         for (i, scope) in spec.scopes_supported.iter().enumerate() {
             check_scope(scope, &format!("scopesSupported[{i}]"))?;
         }
-        let mode = match (spec.issuers.is_empty(), &spec.token) {
-            (false, Some(_)) => {
-                return Err(Error::config(
-                    ORIGIN,
-                    "token",
-                    "configure either `issuers` (OAuth access tokens) or `token` (one user on loopback), not both",
-                ))
-            }
-            (true, None) => {
-                return Err(Error::config(
-                    ORIGIN,
-                    "(section)",
-                    "no way to authenticate: add `issuers` (OAuth access tokens) or `token: \"${secret:NAME}\"` (one user on loopback)",
-                ))
-            }
-            (true, Some(token)) => Mode::Static(Box::new(static_token(token)?)),
-            (false, None) => Mode::Jwt {
-                issuers: issuers(&spec.issuers, &resource, timing).await?,
-                verified: moka::sync::Cache::builder()
-                    .max_capacity(VERIFIED_CAPACITY)
-                    .time_to_live(VERIFIED_TTL)
-                    .build(),
-            },
-        };
+        let mode = mode_of(spec, &resource, timing).await?;
         let required = required_scopes(&mode);
-        let (authorization_servers, scopes_supported) = match &mode {
-            Mode::Jwt { issuers, .. } => {
-                let servers = issuers.iter().map(|i| i.id.clone()).collect();
-                let scopes = if spec.scopes_supported.is_empty() {
-                    required.clone()
-                } else {
-                    spec.scopes_supported.clone()
-                };
-                (servers, scopes)
-            }
-            Mode::Static(_) => (Vec::new(), Vec::new()),
-        };
+        let (authorization_servers, scopes_supported) = published(&mode, spec, &required);
         let path = resource_url.path();
         let metadata = Metadata::new(&resource, path, &authorization_servers, &scopes_supported);
         let origin = resource_url.origin().ascii_serialization();
@@ -290,6 +256,47 @@ fn token_digest(token: &str) -> [u8; 32] {
     let mut digest = [0; 32];
     digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
     digest
+}
+
+/// The way in `spec` configures: issuers or the static token, exactly one.
+async fn mode_of(spec: &HttpAuthSpec, resource: &str, timing: Timing) -> Result<Mode> {
+    match (spec.issuers.is_empty(), &spec.token) {
+        (false, Some(_)) => Err(Error::config(
+            ORIGIN,
+            "token",
+            "configure either `issuers` (OAuth access tokens) or `token` (one user on loopback), not both",
+        )),
+        (true, None) => Err(Error::config(
+            ORIGIN,
+            "(section)",
+            "no way to authenticate: add `issuers` (OAuth access tokens) or `token: \"${secret:NAME}\"` (one user on loopback)",
+        )),
+        (true, Some(token)) => Ok(Mode::Static(Box::new(static_token(token)?))),
+        (false, None) => Ok(Mode::Jwt {
+            issuers: issuers(&spec.issuers, resource, timing).await?,
+            verified: moka::sync::Cache::builder()
+                .max_capacity(VERIFIED_CAPACITY)
+                .time_to_live(VERIFIED_TTL)
+                .build(),
+        }),
+    }
+}
+
+/// What the metadata publishes: the authorization servers, and the scopes (`scopesSupported`,
+/// else the scopes every token needs). The static token has no authorization server.
+fn published(mode: &Mode, spec: &HttpAuthSpec, required: &[String]) -> (Vec<String>, Vec<String>) {
+    match mode {
+        Mode::Jwt { issuers, .. } => {
+            let servers = issuers.iter().map(|i| i.id.clone()).collect();
+            let scopes = if spec.scopes_supported.is_empty() {
+                required.to_vec()
+            } else {
+                spec.scopes_supported.clone()
+            };
+            (servers, scopes)
+        }
+        Mode::Static(_) => (Vec::new(), Vec::new()),
+    }
 }
 
 /// The token of the request's one `Authorization: Bearer` header (RFC 6750 §2.1).
