@@ -11,6 +11,7 @@
 
 pub(crate) mod document;
 pub mod expand;
+mod http;
 mod humanize;
 mod load;
 pub mod locate;
@@ -29,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
 pub(crate) use document::{read_document, read_limited};
+pub use http::{HttpSpec, DEFAULT_DRAIN_TIMEOUT_MS};
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
@@ -85,6 +87,13 @@ pub struct DiscoverySection {
     /// (default: the official one). The gateway itself never contacts a registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub http: HttpSpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 impl Default for DiscoverySection {
@@ -101,6 +110,7 @@ impl Default for DiscoverySection {
             security: SecuritySpec::default(),
             search: SearchSpec::default(),
             registry: None,
+            http: HttpSpec::default(),
         }
     }
 }
@@ -922,7 +932,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
         );
     }
 
