@@ -83,9 +83,7 @@ pub fn allowed_origins(spec: &HttpSpec, bound: SocketAddr) -> Result<Vec<String>
     ];
     if let Some(url) = public_url(spec)? {
         if let (Some(scheme), Some(authority)) = (url.scheme_str(), url.authority()) {
-            let port = url
-                .port_u16()
-                .unwrap_or(if scheme == "https" { 443 } else { 80 });
+            let port = url.port_u16().unwrap_or(if scheme == "https" { 443 } else { 80 });
             origins.push(format!("{scheme}://{}:{port}", authority.host()));
         }
     }
@@ -121,7 +119,10 @@ mod tests {
         ));
         assert!(resolve("0.0.0.0:0", true).await.is_ok());
         assert!(resolve("127.0.0.1:0", false).await.is_ok());
-        assert!(matches!(resolve("nowhere", false).await, Err(BindError::BadAddress { .. })));
+        assert!(matches!(
+            resolve("nowhere", false).await,
+            Err(BindError::BadAddress { .. })
+        ));
     }
 
     #[test]
@@ -131,7 +132,9 @@ mod tests {
             ..HttpSpec::default()
         };
         let bound: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        assert!(allowed_hosts(&spec, bound).unwrap().contains(&"mcp.example.com".to_owned()));
+        assert!(allowed_hosts(&spec, bound)
+            .unwrap()
+            .contains(&"mcp.example.com".to_owned()));
         assert!(allowed_origins(&spec, bound)
             .unwrap()
             .contains(&"https://mcp.example.com:443".to_owned()));

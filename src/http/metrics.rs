@@ -97,7 +97,10 @@ impl Operation {
             name: Option<std::borrow::Cow<'a, str>>,
         }
         let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
-            return Self { method: "other", tool: "" };
+            return Self {
+                method: "other",
+                tool: "",
+            };
         };
         let method = head
             .method
@@ -247,17 +250,50 @@ fn state_label(status: &str) -> &'static str {
 }
 
 /// OpenMetrics text as Prometheus text 0.0.4: a counter's `HELP`/`TYPE` name its `_total`
-/// samples, and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
+/// samples, a histogram series lists its buckets before its `_sum` and `_count` (the order
+/// 0.0.4 parsers expect), and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
 fn to_prometheus_text(openmetrics: &str) -> String {
-    let counters: std::collections::HashSet<&str> = openmetrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("# TYPE "))
-        .filter_map(|rest| rest.strip_suffix(" counter"))
-        .collect();
+    let typed = |kind: &str| -> std::collections::HashSet<String> {
+        let suffix = format!(" {kind}");
+        openmetrics
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.strip_suffix(suffix.as_str()))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (counters, histograms) = (typed("counter"), typed("histogram"));
+    let sample_name = |line: &str| line.split(['{', ' ']).next().unwrap_or_default().to_owned();
+    let of_histogram = |name: &str, suffix: &str| {
+        name.strip_suffix(suffix)
+            .is_some_and(|family| histograms.contains(family))
+    };
     let mut out = String::with_capacity(openmetrics.len());
+    // A histogram series' `_sum` and `_count`, held until its buckets are written.
+    let mut held: Vec<&str> = Vec::new();
+    let flush = |out: &mut String, held: &mut Vec<&str>| {
+        for line in held.drain(..) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    };
     for line in openmetrics.lines() {
         if line.starts_with("# UNIT ") || line == "# EOF" {
             continue;
+        }
+        let name = sample_name(line);
+        if !line.starts_with('#') && (of_histogram(&name, "_sum") || of_histogram(&name, "_count")) {
+            if name.ends_with("_sum") {
+                flush(&mut out, &mut held);
+            }
+            held.push(line);
+            continue;
+        }
+        if !(line.starts_with('#') || of_histogram(&name, "_bucket")) {
+            flush(&mut out, &mut held);
+        }
+        if line.starts_with('#') {
+            flush(&mut out, &mut held);
         }
         let descriptor = ["# HELP ", "# TYPE "]
             .into_iter()
@@ -275,6 +311,7 @@ fn to_prometheus_text(openmetrics: &str) -> String {
         }
         out.push('\n');
     }
+    flush(&mut out, &mut held);
     out
 }
 
@@ -285,8 +322,15 @@ mod tests {
     #[test]
     fn operation_labels_are_bounded() {
         let call = Operation::of(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools"}}"#);
-        assert_eq!(call, Operation { method: "tools/call", tool: "search_tools" });
-        let made_up = Operation::of(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret-xyz"}}"#);
+        assert_eq!(
+            call,
+            Operation {
+                method: "tools/call",
+                tool: "search_tools"
+            }
+        );
+        let made_up =
+            Operation::of(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret-xyz"}}"#);
         assert_eq!(made_up.tool, "other");
         assert_eq!(Operation::of(br#"{"method":"x/y"}"#).method, "other");
         assert_eq!(Operation::of(b"not json").method, "other");
@@ -294,10 +338,18 @@ mod tests {
 
     #[test]
     fn counters_are_renamed_for_the_prometheus_format() {
-        let text = "# HELP a Things.\n# TYPE a counter\na_total{x=\"1\"} 2\n# UNIT b seconds\n# TYPE b gauge\nb 1\n# EOF\n";
+        let text =
+            "# HELP a Things.\n# TYPE a counter\na_total{x=\"1\"} 2\n# UNIT b seconds\n# TYPE b gauge\nb 1\n# EOF\n";
         assert_eq!(
             to_prometheus_text(text),
             "# HELP a_total Things.\n# TYPE a_total counter\na_total{x=\"1\"} 2\n# TYPE b gauge\nb 1\n"
+        );
+        let histogram = "# TYPE h histogram\nh_sum 1.5\nh_count 2\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n\
+                         h_sum{a=\"x\"} 0\nh_count{a=\"x\"} 0\nh_bucket{le=\"+Inf\",a=\"x\"} 0\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(histogram),
+            "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1.5\nh_count 2\n\
+             h_bucket{le=\"+Inf\",a=\"x\"} 0\nh_sum{a=\"x\"} 0\nh_count{a=\"x\"} 0\n"
         );
     }
 }

@@ -15,6 +15,7 @@
 //! `discovery.http.drainTimeoutMs`, then cuts the rest. Closing the downstream servers is the
 //! caller's (the engine may outlive the face, as in the Node API).
 
+mod cancel;
 mod guard;
 mod metrics;
 mod observe;
@@ -43,6 +44,12 @@ use crate::gateway::{Gateway, MAX_REQUEST_BYTES};
 
 /// Where `serve --http` listens when neither the command line nor the config says.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// How often an open answer stream gets an SSE comment. Besides keeping proxies from closing
+/// a quiet stream, it is how a client that went away is noticed: HTTP/1 reads nothing while an
+/// answer streams, so only a failed write tells the stream is gone, and its call (and the
+/// downstream call) is cancelled. A comment is a few bytes a second per call in flight.
+const SSE_PING: Duration = Duration::from_secs(1);
 
 /// How long the server waits for connections to close after calls in flight were cut.
 const CUT_GRACE: Duration = Duration::from_secs(2);
@@ -121,6 +128,7 @@ impl Bound {
         }
         if tokio::time::timeout(CUT_GRACE, &mut server).await.is_err() {
             tracing::warn!("connections still open {CUT_GRACE:?} after calls were cut are dropped");
+            face.mcp_stop.cancel();
         }
         Ok(())
     }
@@ -134,21 +142,25 @@ struct Face {
     mcp: StreamableHttpService<Gateway, NeverSessionManager>,
     /// Set on the stop request: readiness fails so balancers send no more.
     draining: Arc<AtomicBool>,
-    /// Cancelled when the drain deadline passes: every answer stream still open ends.
+    /// Cancelled when the drain deadline passes: every answer stream still open gets an error
+    /// for its request and ends (`observe`).
     cut: CancellationToken,
+    /// rmcp's own stop: ends whatever stream is still open after the cut.
+    mcp_stop: CancellationToken,
 }
 
 impl Face {
     fn new(engine: &Engine, spec: &HttpSpec, bound: SocketAddr) -> Result<Self, BindError> {
-        let cut = CancellationToken::new();
+        let (cut, mcp_stop) = (CancellationToken::new(), CancellationToken::new());
         let config = StreamableHttpServerConfig::default()
             // Sessionless for every protocol version: no per-client state, any replica answers.
             .with_legacy_session_mode(false)
+            .with_sse_keep_alive(Some(SSE_PING))
             .with_allowed_hosts(guard::allowed_hosts(spec, bound)?)
             .with_allowed_origins(guard::allowed_origins(spec, bound)?)
             .enforce_origin_validation()
             .with_max_request_body_bytes(MAX_REQUEST_BYTES)
-            .with_cancellation_token(cut.clone());
+            .with_cancellation_token(mcp_stop.clone());
         let gateway = Gateway::new(engine.clone());
         let mcp = StreamableHttpService::new(move || Ok(gateway.clone()), Arc::default(), config);
         Ok(Self {
@@ -157,18 +169,26 @@ impl Face {
             mcp,
             draining: Arc::default(),
             cut,
+            mcp_stop,
         })
     }
 }
 
 /// The routes. Authentication, once configured, wraps `/mcp` alone: a layer that checks the
 /// request and inserts the caller's `crate::caller::Caller` into its extensions (the gateway
-/// reads it from `http::request::Parts`), added with `mcp = mcp.route_layer(auth)` below.
+/// reads it from `http::request::Parts`), added at the one place marked below.
 fn router(face: &Face) -> Router {
+    let observer = observe::Observer {
+        metrics: face.metrics.clone(),
+        in_flight: Arc::default(),
+        cut: face.cut.clone(),
+    };
     let mcp = Router::new()
         .route_service("/mcp", face.mcp.clone())
-        .layer(axum::middleware::from_fn_with_state(face.metrics.clone(), observe::observe));
-    // Authentication goes here: `let mcp = mcp.route_layer(auth::layer(&spec.auth));`
+        .layer(axum::middleware::from_fn_with_state(observer, observe::observe));
+    // Authentication goes here, outside `observe` (which reads the `Caller` it inserts, to
+    // match a cancellation to its caller's request): `let mcp = mcp.layer(auth::layer(..));`.
+    // Requests it refuses are not counted by `observe`.
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -199,7 +219,11 @@ async fn readyz(State(face): State<Face>) -> Response {
         "servers": servers.len(),
         "connected": connected,
     });
-    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
     (status, Json(body)).into_response()
 }
 
@@ -211,7 +235,10 @@ async fn metrics_text(State(face): State<Face>, headers: HeaderMap) -> Response 
         .is_some_and(|v| v.contains("application/openmetrics-text"));
     if openmetrics {
         (
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
             face.metrics.openmetrics(),
         )
             .into_response()

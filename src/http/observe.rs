@@ -1,6 +1,8 @@
 //! The middleware in front of `/mcp`: bounds the request body, names the operation for the
-//! metrics, and watches the answer stream to learn how the request ended.
+//! metrics, watches the answer stream to learn how the request ended, and ends the answer
+//! stream of a request its caller cancelled (`cancel`).
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -13,7 +15,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::cancel::{Ids, InFlight, Registration};
 use super::metrics::{Metrics, Operation, Outcome};
 use crate::gateway::MAX_REQUEST_BYTES;
 
@@ -21,15 +25,32 @@ use crate::gateway::MAX_REQUEST_BYTES;
 /// megabytes) counts as `ok` unless it says otherwise in its first bytes.
 const EVENT_BYTES: usize = 64 * 1024;
 
-/// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), hand it on, and
-/// count the request once its answer has ended.
-pub async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
+/// What `observe` shares across requests.
+#[derive(Debug, Clone)]
+pub struct Observer {
+    pub metrics: Arc<Metrics>,
+    pub in_flight: Arc<InFlight>,
+    /// Cancelled when the drain deadline passes.
+    pub cut: CancellationToken,
+}
+
+/// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), apply a
+/// cancellation it carries, hand it on, and count the request once its answer has ended.
+pub async fn observe(State(observer): State<Observer>, request: Request, next: Next) -> Response {
+    let Observer {
+        metrics,
+        in_flight,
+        cut,
+    } = observer;
     let start = Instant::now();
     let (parts, body) = request.into_parts();
     let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
-            let operation = Operation { method: "other", tool: "" };
+            let operation = Operation {
+                method: "other",
+                tool: "",
+            };
             metrics.record(operation, Outcome::rejected, start.elapsed());
             return if error.is::<LengthLimitError>() {
                 (
@@ -41,11 +62,27 @@ pub async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next
                 )
                     .into_response()
             } else {
-                (StatusCode::BAD_REQUEST, "Bad Request: the request body could not be read").into_response()
+                (
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the request body could not be read",
+                )
+                    .into_response()
             };
         }
     };
     let operation = Operation::of(&bytes);
+    let ids = Ids::of(&bytes);
+    let caller = parts
+        .extensions
+        .get::<crate::caller::Caller>()
+        .map_or_else(|| crate::caller::Caller::local().label(), crate::caller::Caller::label);
+    if let Some(target) = ids.cancels {
+        if in_flight.cancel(caller.clone(), target) {
+            tracing::debug!("a request was cancelled by its client");
+        }
+    }
+    let id = ids.id.clone();
+    let registration = ids.id.and_then(|id| in_flight.register(caller, id));
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     if !response.status().is_success() {
         metrics.record(operation, Outcome::rejected, start.elapsed());
@@ -69,9 +106,27 @@ pub async fn observe(State(metrics): State<Arc<Metrics>>, request: Request, next
         parts,
         Body::new(Watched {
             inner: body,
+            cancelled: registration.map(|r| {
+                let cancelled = Box::pin(r.token.clone().cancelled_owned());
+                (cancelled, r)
+            }),
+            cut: sse
+                .then_some(id)
+                .flatten()
+                .map(|id| (Box::pin(cut.cancelled_owned()), id)),
             watch: Some(watch),
         }),
     )
+}
+
+/// The last event of an answer stream cut at the drain deadline: an error for its request, so
+/// the client learns at once rather than at its own timeout.
+fn cut_event(id: &str) -> Bytes {
+    Bytes::from(format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32000,\"message\":\"the gateway is \
+         shutting down and this call did not finish within discovery.http.drainTimeoutMs; it was \
+         cancelled: retry it\"}}}}\n\n"
+    ))
 }
 
 /// How one answer is going.
@@ -176,9 +231,12 @@ fn memchr_str(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// The answer's body, watched.
+/// The answer's body, watched; it ends early when its request is cancelled.
 struct Watched {
     inner: Body,
+    cancelled: Option<(Pin<Box<WaitForCancellationFutureOwned>>, Registration)>,
+    /// The drain deadline, and the id (JSON text) of the request to answer when it passes.
+    cut: Option<(Pin<Box<WaitForCancellationFutureOwned>>, String)>,
     watch: Option<Watch>,
 }
 
@@ -187,6 +245,31 @@ impl HttpBody for Watched {
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Some((cancelled, _)) = self.cancelled.as_mut() {
+            if cancelled.as_mut().poll(cx).is_ready() {
+                // Ending the answer drops rmcp's stream, which cancels the handler.
+                self.cancelled = None;
+                if let Some(watch) = self.watch.take() {
+                    watch.finish(false);
+                }
+                self.inner = Body::empty();
+                return Poll::Ready(None);
+            }
+        }
+        if let Some((deadline, id)) = self.cut.as_mut() {
+            if deadline.as_mut().poll(cx).is_ready() {
+                let event = cut_event(id);
+                self.cut = None;
+                self.cancelled = None;
+                if let Some(mut watch) = self.watch.take() {
+                    watch.outcome = Some(Outcome::cancelled);
+                    watch.finish(true);
+                }
+                // Dropping rmcp's stream cancels the handler; the error event is the last.
+                self.inner = Body::empty();
+                return Poll::Ready(Some(Ok(Frame::data(event))));
+            }
+        }
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
@@ -229,7 +312,10 @@ mod tests {
 
     #[test]
     fn outcomes_of_answers() {
-        assert_eq!(message_outcome(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Some(Outcome::ok));
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Some(Outcome::ok)
+        );
         assert_eq!(
             message_outcome(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#),
             Some(Outcome::tool_error)
@@ -238,7 +324,10 @@ mod tests {
             message_outcome(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
             Some(Outcome::error)
         );
-        assert_eq!(message_outcome(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#), None);
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+            None
+        );
         assert_eq!(
             event_outcome(b"id: 0\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"isError\":true}}\n\n"),
             Some(Outcome::tool_error)
