@@ -10,6 +10,7 @@
 //! To add a family: give [`Metrics`] a field, register it in [`Metrics::new`], and update it
 //! where the value is known (per request in `observe`, per scrape in [`Metrics::refresh`]).
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -218,7 +219,7 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text of every family.
+    /// The `OpenMetrics` text of every family.
     #[must_use]
     pub fn openmetrics(&self) -> String {
         self.refresh();
@@ -229,7 +230,7 @@ impl Metrics {
     }
 
     /// The Prometheus text format (0.0.4) of every family: what a scraper that does not ask
-    /// for OpenMetrics gets.
+    /// for `OpenMetrics` gets.
     #[must_use]
     pub fn prometheus(&self) -> String {
         to_prometheus_text(&self.openmetrics())
@@ -249,7 +250,7 @@ fn state_label(status: &str) -> &'static str {
     }
 }
 
-/// OpenMetrics text as Prometheus text 0.0.4: a counter's `HELP`/`TYPE` name its `_total`
+/// `OpenMetrics` text as Prometheus text 0.0.4: a counter's `HELP`/`TYPE` name its `_total`
 /// samples, a histogram series lists its buckets before its `_sum` and `_count` (the order
 /// 0.0.4 parsers expect), and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
 fn to_prometheus_text(openmetrics: &str) -> String {
@@ -302,7 +303,7 @@ fn to_prometheus_text(openmetrics: &str) -> String {
             Some((prefix, rest)) => {
                 let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
                 if counters.contains(name) {
-                    out.push_str(&format!("{prefix}{name}_total {tail}"));
+                    let _ = write!(out, "{prefix}{name}_total {tail}");
                 } else {
                     out.push_str(line);
                 }

@@ -120,7 +120,7 @@ impl Bound {
         let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
         let deadline = self.spec.drain_timeout();
         tokio::select! {
-            served = &mut server => return served.map_err(|source| BindError::Listen { address: self.address, source }),
+            result = &mut server => return result.map_err(|source| BindError::Listen { address: self.address, source }),
             () = async { stopping.cancelled().await; tokio::time::sleep(deadline).await } => {
                 tracing::warn!("calls still running {deadline:?} after the stop request are cut");
                 face.cut.cancel();
@@ -227,7 +227,7 @@ async fn readyz(State(face): State<Face>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// OpenMetrics for a scraper that asks for it, the Prometheus text format otherwise.
+/// `OpenMetrics` for a scraper that asks for it, the Prometheus text format otherwise.
 async fn metrics_text(State(face): State<Face>, headers: HeaderMap) -> Response {
     let openmetrics = headers
         .get(header::ACCEPT)

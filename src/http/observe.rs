@@ -219,11 +219,11 @@ fn message_outcome(message: &[u8]) -> Option<Outcome> {
             ..
         }) => Some(Outcome::tool_error),
         Ok(Answer { result: Some(_), .. }) => Some(Outcome::ok),
-        Ok(_) => None,
         // Cut at EVENT_BYTES: a result too large to read whole; its head still tells an error.
         Err(_) if text.starts_with(b"{") && memchr_str(text, b"\"error\":{") => Some(Outcome::error),
         Err(_) if memchr_str(text, b"\"result\"") => Some(Outcome::ok),
-        Err(_) => None,
+        // A notification or request (not an answer), or not JSON.
+        Ok(_) | Err(_) => None,
     }
 }
 
