@@ -61,15 +61,17 @@ async function stop(gateway) {
 }
 
 /** A 2026-07-28 request: no initialize, version and capabilities in `_meta`, headers to match. */
-function raw2026(url, method, params = {}, headers = {}) {
+function raw2026(url, method, params = {}, headers = {}, signal = undefined) {
   const meta = {
     'io.modelcontextprotocol/protocolVersion': '2026-07-28',
     'io.modelcontextprotocol/clientInfo': { name: 'raw-2026', version: '0' },
     'io.modelcontextprotocol/clientCapabilities': {},
   };
-  const extra = method === 'tools/call' ? { 'Mcp-Name': params.name } : {};
+  const name = { 'tools/call': params.name, 'prompts/get': params.name, 'resources/read': params.uri }[method];
+  const extra = name ? { 'Mcp-Name': name } : {};
   return fetch(url, {
     method: 'POST',
+    signal,
     headers: {
       'content-type': 'application/json',
       accept: 'application/json, text/event-stream',
@@ -194,6 +196,32 @@ test('a raw 2026-07-28 client works without initialize; server/discover answers'
     // A header contradicting the body is refused (SEP-2243).
     const mismatched = await raw2026(gateway.url, 'tools/list', {}, { 'Mcp-Method': 'tools/call' });
     assert.equal(mismatched.status, 400);
+  } finally {
+    await stop(gateway);
+  }
+});
+
+test('2026-07-28: resources/read says resultType, subscriptions/listen is acknowledged on its stream', async () => {
+  const gateway = await serveHttp([referenceServer('everything')]);
+  try {
+    const listed = await answerOf(await raw2026(gateway.url, 'resources/list'));
+    const uri = listed.result.resources[0]?.uri;
+    assert.ok(uri, JSON.stringify(listed));
+    const read = await answerOf(await raw2026(gateway.url, 'resources/read', { uri }));
+    assert.equal(read.result?.resultType, 'complete', JSON.stringify(read).slice(0, 300));
+
+    const controller = new AbortController();
+    const listen = await raw2026(gateway.url, 'subscriptions/listen', { notifications: { promptsListChanged: true } }, {}, controller.signal);
+    assert.equal(listen.status, 200);
+    const reader = listen.body.getReader();
+    let text = '';
+    while (!/subscriptions\/acknowledged/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    assert.match(text, /notifications\/subscriptions\/acknowledged/);
+    controller.abort();
   } finally {
     await stop(gateway);
   }
