@@ -111,7 +111,14 @@ impl Bound {
         let draining = face.draining.clone();
         let stopping = CancellationToken::new();
         let stop = stopping.clone();
-        let server = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+        // Answers go out in several small writes (headers, each SSE event, the end): without
+        // TCP_NODELAY, Nagle's algorithm holds each behind the client's delayed ACK (~40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "cannot set TCP_NODELAY");
+            }
+        });
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             shutdown.await;
             tracing::info!("draining: no new connections; calls in flight may finish");
             draining.store(true, Ordering::Release);
