@@ -85,8 +85,27 @@ export declare class DiscoveryEngine {
   semanticSearch(): SemanticSearch
   /** Close every session and end every server process (whole process trees). */
   close(): Promise<void>
+  /**
+   * Serve this engine to many clients over streamable HTTP, as `serve --http` does: `/mcp`
+   * (sessionless), `/healthz`, `/readyz`, `/metrics`. `listen` is `HOST:PORT` (port 0 picks
+   * a free one; default `discovery.http.listen`, else `127.0.0.1:8080`). Throws
+   * `CONFIGURATION_ERROR` for an address other machines can reach while no authentication
+   * is configured. Closing the server leaves the engine open.
+   */
+  serveHttp(listen?: string | undefined | null): Promise<HttpServer>
 }
 export type JsDiscoveryEngine = DiscoveryEngine
+
+/** The team face of an engine, serving until `close()`. */
+export declare class HttpServer {
+  /** The MCP endpoint, `http://HOST:PORT/mcp`. */
+  get url(): string
+  /**
+   * Stop accepting, let calls in flight finish (within `discovery.http.drainTimeoutMs`),
+   * and resolve once the server has stopped. Idempotent.
+   */
+  close(): Promise<void>
+}
 
 /**
  * Whether the command line `args` (without the program name) needs the config: the npm bin

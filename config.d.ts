@@ -66,6 +66,8 @@ export interface DiscoveryConfig {
    * (default: the official one). The gateway itself never contacts a registry.
    */
   registry?: string | null
+  /** `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time. */
+  http?: HttpSpec
 }
 
 /**
@@ -83,6 +85,36 @@ export interface ForwardedLimits {
    * @default 30
    */
   perMinute?: number
+}
+
+/** `discovery.http`. */
+export interface HttpSpec {
+  /**
+   * Where `serve --http` listens when the command line names no address: `HOST:PORT`
+   * (default `127.0.0.1:8080`). A non-loopback address is refused until auth is configured.
+   */
+  listen?: string | null
+  /**
+   * The gateway's canonical URL as clients reach it (`https://mcp.example.com/mcp`): its
+   * host is allowed in `Host`, its origin in `Origin`, and it is the audience of tokens.
+   */
+  publicUrl?: string | null
+  /**
+   * More `Host` values to answer (`name` or `name:port`), beside loopback on the bound port
+   * and `publicUrl`'s host. Anything else gets 403 (DNS rebinding protection).
+   */
+  allowedHosts?: Array<string>
+  /**
+   * Browser origins allowed to call (`https://app.example.com:443`, `http://localhost:*`),
+   * beside loopback on the bound port and `publicUrl`'s origin. A request with any other
+   * `Origin` gets 403; requests without `Origin` (not from a browser) are not affected.
+   */
+  allowedOrigins?: Array<string>
+  /**
+   * After SIGTERM/SIGINT, how long calls in flight may still run before they are cut and
+   * the downstream servers closed (default 10000).
+   */
+  drainTimeoutMs?: number | null
 }
 
 /** `connection.oauth.grant`. */

@@ -172,6 +172,15 @@ function render(results, required) {
   ].join('\n');
 }
 
+/** The server scenarios' section (scripts/conformance-server.mjs), kept as it is. */
+function serverSection() {
+  const file = join(root, 'CONFORMANCE.md');
+  if (!existsSync(file)) return '';
+  const text = readFileSync(file, 'utf8');
+  const start = text.indexOf('<!-- server scenarios:');
+  return start >= 0 ? `\n${text.slice(start).trimEnd()}\n` : '';
+}
+
 function markdown(table) {
   // Why the failing scenarios fail and the baseline: written by hand, kept beside the wrapper.
   const notes = readFileSync(join(root, 'conformance/notes.md'), 'utf8');
@@ -186,7 +195,7 @@ first; per-scenario logs and checks land in \`node_modules/.cache/anygpt-conform
 
 ${table}
 
-${notes}`;
+${notes}${serverSection()}`;
 }
 
 main().catch((error) => {

@@ -20,8 +20,10 @@
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
-//! gateway  ── the stdio MCP server exposing the five meta-tools
-//! http     ── the team face over HTTP; `http::auth` checks access tokens (OAuth resource
+//! gateway  ── the MCP face exposing the five meta-tools (one handler for stdio and HTTP)
+//! http     ── team face: axum routes around the gateway handler (`serve --http`): /mcp
+//!             sessionless, Host/Origin allow-lists, /healthz, /readyz, /metrics, drain;
+//!             no per-client state; `http::auth` checks access tokens (OAuth resource
 //!             server, static bearer token) and proves the caller
 //! mcp_registry ── the MCP Registry API (`add`, `registry search`): server.json → ServerSpec
 //! setup    ── a client's servers moved behind the gateway (its file edited in place, kept
@@ -32,7 +34,7 @@
 //! error    ── one error enum with stable codes
 //! ```
 //! Data flows one way: config → catalog → search; the engine owns catalog and upstream;
-//! gateway, cli and node only call the engine.
+//! gateway, http, cli and node only call the engine.
 
 pub(crate) mod audit;
 pub mod caller;

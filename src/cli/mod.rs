@@ -99,8 +99,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the stdio MCP server (the default).
-    Serve,
+    /// Run the stdio MCP server (the default), or with `--http HOST:PORT` serve many clients
+    /// over streamable HTTP (`/mcp`, `/healthz`, `/readyz`, `/metrics`).
+    Serve(ServeArgs),
     /// List the configured servers.
     List(list::ListArgs),
     /// Search tools by task or name (exit 2 when nothing matches).
@@ -141,6 +142,16 @@ enum Command {
     Registry(add::RegistryArgs),
     // A command that needs no engine is dispatched in `run` before one is opened (and named
     // in `run_command`'s unreachable arm); one that does gets an arm in `run_command`.
+}
+
+#[derive(Debug, Default, clap::Args)]
+struct ServeArgs {
+    /// Serve over streamable HTTP on this address instead of stdio (`127.0.0.1:8080`; port 0
+    /// picks a free one; the address is printed on stderr). Without a value:
+    /// `discovery.http.listen`, else 127.0.0.1:8080. A non-loopback address is refused until
+    /// authentication is configured.
+    #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
+    http: Option<String>,
 }
 
 impl Command {
@@ -224,8 +235,8 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Err(e) => return usage_error(&e, wants_json, &args_for_help),
     };
     crate::secrets::set_log_arguments(cli.log_arguments);
-    let command = cli.command.unwrap_or(Command::Serve);
-    let serving = matches!(command, Command::Serve);
+    let command = cli.command.unwrap_or(Command::Serve(ServeArgs::default()));
+    let serving = matches!(command, Command::Serve(_));
     let default_filter = if serving {
         "discovery=info,warn"
     } else if cli.quiet {
@@ -248,8 +259,11 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         object: config_object,
     };
     match command {
-        Command::Serve => {
-            let code = serve(options, shutdown).await;
+        Command::Serve(args) => {
+            let code = match args.http {
+                Some(listen) => serve_http(options, listen.as_str(), shutdown).await,
+                None => serve(options, shutdown).await,
+            };
             // The last lines (why it stopped) are the ones a user reads.
             output::log_lines::drain(LOG_DRAIN);
             code
@@ -298,7 +312,7 @@ pub fn needs_config(args: impl IntoIterator<Item = String>) -> bool {
             | Command::Registry(_),
         ) => false,
         Some(Command::Config(action)) => config_cmd::reads_config(action),
-        Some(Command::Serve | Command::Auth(_)) | None => true,
+        Some(Command::Serve(_) | Command::Auth(_)) | None => true,
         Some(_) => cli.catalog.is_none(),
     }
 }
@@ -374,6 +388,53 @@ async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
     }
 }
 
+/// `serve --http`: the team face on `listen` (empty: the config's address, else the
+/// default) until `shutdown`, then drain and close every downstream server. The bound address
+/// goes to stderr on one line (`listening on http://ADDR/mcp`), for whoever started it.
+async fn serve_http(options: Options, listen: &str, shutdown: impl Future<Output = ()>) -> i32 {
+    let reevaluate = options.object.as_ref().and_then(|o| o.reevaluate.clone());
+    let config = match resolve_config(options.config.as_ref(), options.object) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::BAD_INPUT;
+        }
+    };
+    let watched = crate::watch::config_files(&config, reevaluate.is_some());
+    let origin = config.origin.clone();
+    let servers = config.servers().len();
+    let engine = Engine::new(config);
+    let listen = Some(listen).filter(|l| !l.is_empty());
+    let bound = match crate::http::bind(&engine, listen).await {
+        Ok(bound) => bound,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit::CONFIGURATION;
+        }
+    };
+    tracing::info!(config = %origin, servers, address = %bound.address(), "serving MCP over HTTP");
+    eprintln!("anygpt-discovery: listening on http://{}/mcp", bound.address());
+    let _live_reload = crate::watch::live_reload(&engine, &origin, &watched, reevaluate);
+    // The face needs a `Send` stop signal; the caller's future is relayed to it.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut serving = std::pin::pin!(bound.serve(stop.clone().cancelled_owned()));
+    let served = tokio::select! {
+        served = &mut serving => served,
+        () = shutdown => {
+            stop.cancel();
+            serving.await
+        }
+    };
+    engine.close().await;
+    match served {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::UNREACHABLE
+        }
+    }
+}
+
 /// The engine for a command: over `--catalog` (nothing connected) or the config.
 fn open_engine(options: &Options, ui: &Ui) -> Result<Engine, i32> {
     if let Some(path) = &options.catalog {
@@ -415,7 +476,7 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Inspect(args) => inspect::run(&args, &ctx).await,
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
-            Command::Serve
+            Command::Serve(_)
             | Command::Config(_)
             | Command::Completions(_)
             | Command::Auth(_)

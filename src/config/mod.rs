@@ -11,6 +11,7 @@
 
 pub(crate) mod document;
 pub mod expand;
+mod http;
 pub mod http_auth;
 mod humanize;
 mod load;
@@ -30,6 +31,7 @@ use crate::error::{Error, Result};
 use crate::rules::{PatternList, Rule, RuleSet};
 
 pub(crate) use document::{read_document, read_limited};
+pub use http::{HttpSpec, DEFAULT_DRAIN_TIMEOUT_MS};
 pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
@@ -87,6 +89,13 @@ pub struct DiscoverySection {
     /// (default: the official one). The gateway itself never contacts a registry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
+    /// `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub http: HttpSpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 impl Default for DiscoverySection {
@@ -103,6 +112,7 @@ impl Default for DiscoverySection {
             security: SecuritySpec::default(),
             search: SearchSpec::default(),
             registry: None,
+            http: HttpSpec::default(),
         }
     }
 }
@@ -924,7 +934,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry"
+             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
         );
     }
 

@@ -186,6 +186,28 @@ impl Engine {
             .clone()
     }
 
+    /// `discovery.http` as loaded (the team face reads it once, when it starts serving).
+    #[must_use]
+    pub fn http(&self) -> crate::config::HttpSpec {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .discovery
+            .http
+            .clone()
+    }
+
+    /// Whether the catalog snapshots are read and indexed, so a search answers from every
+    /// server known at start: the team face's readiness.
+    #[must_use]
+    pub fn is_indexed(&self) -> bool {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .is_indexed()
+    }
+
     /// Every server with its status and tool counts. Waits for servers still starting.
     pub async fn list_servers(&self) -> Vec<ServerInfo> {
         let state = self.current();

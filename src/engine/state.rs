@@ -320,6 +320,11 @@ impl State {
         self.snapshots.as_ref()
     }
 
+    /// Whether [`State::indexed`] would return at once.
+    pub fn is_indexed(&self) -> bool {
+        *self.indexed.borrow()
+    }
+
     /// Wait until the snapshots are indexed (at once after startup).
     pub async fn indexed(&self) {
         let mut indexed = self.indexed.subscribe();

@@ -24,3 +24,5 @@ mod wire;
 
 pub use meta_tool::{definitions, MetaTool, Rejected};
 pub use server::{serve, serve_stdio, Gateway};
+/// Longest request accepted from a client, on stdio (a line) and over HTTP (a body).
+pub(crate) use wire::MAX_LINE_BYTES as MAX_REQUEST_BYTES;

@@ -65,7 +65,11 @@ pub(super) async fn read_resource(
     engine: &Engine,
     params: ReadResourceRequestParams,
 ) -> Result<ReadResourceResult, ErrorData> {
-    engine.read_resource(params).await.map_err(|e| rpc_error(&e))
+    let mut result = engine.read_resource(params).await.map_err(|e| rpc_error(&e))?;
+    // A server of an older protocol leaves `resultType` out; a 2026-07-28 client must get it
+    // (rmcp drops it again for older clients).
+    result.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
+    Ok(result)
 }
 
 pub(super) async fn complete(engine: &Engine, params: CompleteRequestParams) -> Result<CompleteResult, ErrorData> {

@@ -493,6 +493,58 @@ impl JsDiscoveryEngine {
     pub async fn close(&self) {
         self.engine.close().await;
     }
+
+    /// Serve this engine to many clients over streamable HTTP, as `serve --http` does: `/mcp`
+    /// (sessionless), `/healthz`, `/readyz`, `/metrics`. `listen` is `HOST:PORT` (port 0 picks
+    /// a free one; default `discovery.http.listen`, else `127.0.0.1:8080`). Throws
+    /// `CONFIGURATION_ERROR` for an address other machines can reach while no authentication
+    /// is configured. Closing the server leaves the engine open.
+    #[napi]
+    pub async fn serve_http(&self, listen: Option<String>) -> Result<HttpServer> {
+        let bound = crate::http::bind(&self.engine, listen.as_deref())
+            .await
+            .map_err(|e| coded(ErrorCode::ConfigurationError, e))?;
+        let url = format!("http://{}/mcp", bound.address());
+        let stop = CancellationToken::new();
+        let serving = tokio::spawn(bound.serve(stop.clone().cancelled_owned()));
+        Ok(HttpServer {
+            url,
+            stop,
+            serving: tokio::sync::Mutex::new(Some(serving)),
+        })
+    }
+}
+
+/// The team face of an engine, serving until `close()`.
+#[napi]
+pub struct HttpServer {
+    url: String,
+    stop: CancellationToken,
+    serving: tokio::sync::Mutex<Option<tokio::task::JoinHandle<std::result::Result<(), crate::http::BindError>>>>,
+}
+
+#[napi]
+impl HttpServer {
+    /// The MCP endpoint, `http://HOST:PORT/mcp`.
+    #[napi(getter)]
+    #[must_use]
+    pub fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    /// Stop accepting, let calls in flight finish (within `discovery.http.drainTimeoutMs`),
+    /// and resolve once the server has stopped. Idempotent.
+    #[napi]
+    pub async fn close(&self) {
+        self.stop.cancel();
+        if let Some(serving) = self.serving.lock().await.take() {
+            match serving.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => tracing::warn!(%error, "the HTTP face stopped with an error"),
+                Err(error) => tracing::warn!(%error, "the HTTP face's task failed"),
+            }
+        }
+    }
 }
 
 /// What `semanticSearch()` answers.

@@ -500,7 +500,7 @@ fn key_source(spec: &IssuerSpec, at: &dyn Fn(&str) -> String) -> Result<Source> 
     }
 }
 
-async fn load_keys(keys: &KeySet, at: &dyn Fn(&str) -> String) -> Result<()> {
+async fn load_keys(keys: &KeySet, at: &(dyn Fn(&str) -> String + Sync)) -> Result<()> {
     match (keys.load().await, keys.source()) {
         (Ok(0), source) => tracing::warn!("the JWK Set at {source} holds no signature key this gateway can use"),
         (Ok(_), _) => {}

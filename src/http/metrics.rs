@@ -1,0 +1,355 @@
+//! `/metrics`: what the team face counts, in the Prometheus text format.
+//!
+//! Every label is bounded: MCP methods come from a fixed list (anything else is `other`), tool
+//! names are the gateway's own tools (anything else is `other`), outcomes are a closed set, and
+//! server names come from the config. No argument, token or header value is ever a label.
+//! Names follow the OpenTelemetry MCP semantic conventions where they exist
+//! (`mcp.server.operation.duration` → `mcp_server_operation_duration_seconds`, attributes
+//! `mcp.method.name` and `gen_ai.tool.name`).
+//!
+//! To add a family: give [`Metrics`] a field, register it in [`Metrics::new`], and update it
+//! where the value is known (per request in `observe`, per scrape in [`Metrics::refresh`]).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use crate::engine::{Engine, ServerStatus};
+
+/// MCP methods counted by name; any other method is `other`, so a client cannot grow the label
+/// set by sending made-up methods.
+const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+];
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    /// A result (or an accepted notification).
+    ok,
+    /// A tool result with `isError: true` (the tool, or the gateway on its behalf, failed).
+    tool_error,
+    /// A JSON-RPC error.
+    error,
+    /// Refused before reaching the handler: Host/Origin, size, headers, method (HTTP 4xx/5xx).
+    rejected,
+    /// The client closed the response stream before the answer.
+    cancelled,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    mcp_method_name: &'static str,
+    gen_ai_tool_name: &'static str,
+    outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerLabels {
+    server: String,
+    state: &'static str,
+}
+
+/// What one request to `/mcp` is about, read from its body: bounded names only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation {
+    pub method: &'static str,
+    /// The tool of a `tools/call`: one of the gateway's, else `other`; empty for other methods.
+    pub tool: &'static str,
+}
+
+impl Operation {
+    /// The operation of a JSON-RPC body; `other` when it is not one message with a method.
+    #[must_use]
+    pub fn of(body: &[u8]) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            params: Option<Params<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow)]
+            name: Option<std::borrow::Cow<'a, str>>,
+        }
+        let Ok(head) = serde_json::from_slice::<Head<'_>>(body) else {
+            return Self {
+                method: "other",
+                tool: "",
+            };
+        };
+        let method = head
+            .method
+            .as_deref()
+            .and_then(|m| METHODS.iter().find(|known| **known == m))
+            .copied()
+            .unwrap_or("other");
+        let tool = if method == "tools/call" {
+            let name = head.params.and_then(|p| p.name);
+            crate::gateway::definitions()
+                .iter()
+                .map(|tool| tool.name.as_ref())
+                .find(|known| Some(*known) == name.as_deref())
+                .map_or("other", tool_label)
+        } else {
+            ""
+        };
+        Self { method, tool }
+    }
+}
+
+/// A meta-tool's name as a `'static` label.
+fn tool_label(name: &str) -> &'static str {
+    match name {
+        "search_tools" => "search_tools",
+        "get_tool_details" => "get_tool_details",
+        "execute_tool" => "execute_tool",
+        "list_tools" => "list_tools",
+        "list_mcp_servers" => "list_mcp_servers",
+        _ => "other",
+    }
+}
+
+/// The team face's metric families and their registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    duration: Family<RequestLabels, Histogram>,
+    search: Histogram,
+    servers: Family<ServerLabels, Gauge>,
+    engine: Engine,
+}
+
+/// Request latencies from 1 ms to about 65 s.
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.001, 2.0, 17)
+}
+
+impl Metrics {
+    #[must_use]
+    pub fn new(engine: Engine) -> Arc<Self> {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        let duration = Family::<RequestLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(latency_buckets())) as fn() -> Histogram,
+        );
+        let search = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        let servers = Family::<ServerLabels, Gauge>::default();
+        registry.register(
+            "mcp_server_requests",
+            "MCP requests served over HTTP, by method, tool and outcome",
+            requests.clone(),
+        );
+        registry.register(
+            "mcp_server_operation_duration_seconds",
+            "Time from an MCP request's arrival to the end of its answer",
+            duration.clone(),
+        );
+        registry.register(
+            "discovery_search_duration_seconds",
+            "Time to answer search_tools",
+            search.clone(),
+        );
+        registry.register(
+            "discovery_server_status",
+            "1 for each configured server's current state",
+            servers.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            requests,
+            duration,
+            search,
+            servers,
+            engine,
+        })
+    }
+
+    /// Count one finished request.
+    pub fn record(&self, operation: Operation, outcome: Outcome, elapsed: Duration) {
+        let labels = RequestLabels {
+            mcp_method_name: operation.method,
+            gen_ai_tool_name: operation.tool,
+            outcome,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        if operation.tool == "search_tools" && outcome != Outcome::rejected {
+            self.search.observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Read what is only known at scrape time (server states).
+    fn refresh(&self) {
+        self.servers.clear();
+        for server in self.engine.server_statuses() {
+            let state = state_label(server.status);
+            self.servers
+                .get_or_create(&ServerLabels {
+                    server: server.name,
+                    state,
+                })
+                .set(1);
+        }
+    }
+
+    /// The `OpenMetrics` text of every family.
+    #[must_use]
+    pub fn openmetrics(&self) -> String {
+        self.refresh();
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    /// The Prometheus text format (0.0.4) of every family: what a scraper that does not ask
+    /// for `OpenMetrics` gets.
+    #[must_use]
+    pub fn prometheus(&self) -> String {
+        to_prometheus_text(&self.openmetrics())
+    }
+}
+
+/// A server's status word as a `'static` label (the words are the supervisor's).
+fn state_label(status: ServerStatus) -> &'static str {
+    // Label values in Prometheus' own style (no spaces).
+    match status {
+        ServerStatus::Idle => "idle",
+        ServerStatus::Connecting => "connecting",
+        ServerStatus::Connected => "connected",
+        ServerStatus::NeedsSignIn => "needs_sign_in",
+        ServerStatus::Error => "error",
+    }
+}
+
+/// `OpenMetrics` text as Prometheus text 0.0.4: a counter's `HELP`/`TYPE` name its `_total`
+/// samples, a histogram series lists its buckets before its `_sum` and `_count` (the order
+/// 0.0.4 parsers expect), and the OpenMetrics-only lines (`# UNIT`, `# EOF`) go.
+fn to_prometheus_text(openmetrics: &str) -> String {
+    let typed = |kind: &str| -> std::collections::HashSet<String> {
+        let suffix = format!(" {kind}");
+        openmetrics
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.strip_suffix(suffix.as_str()))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (counters, histograms) = (typed("counter"), typed("histogram"));
+    let sample_name = |line: &str| line.split(['{', ' ']).next().unwrap_or_default().to_owned();
+    let of_histogram = |name: &str, suffix: &str| {
+        name.strip_suffix(suffix)
+            .is_some_and(|family| histograms.contains(family))
+    };
+    let mut out = String::with_capacity(openmetrics.len());
+    // A histogram series' `_sum` and `_count`, held until its buckets are written.
+    let mut held: Vec<&str> = Vec::new();
+    let flush = |out: &mut String, held: &mut Vec<&str>| {
+        for line in held.drain(..) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    };
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let name = sample_name(line);
+        if !line.starts_with('#') && (of_histogram(&name, "_sum") || of_histogram(&name, "_count")) {
+            if name.ends_with("_sum") {
+                flush(&mut out, &mut held);
+            }
+            held.push(line);
+            continue;
+        }
+        if !(line.starts_with('#') || of_histogram(&name, "_bucket")) {
+            flush(&mut out, &mut held);
+        }
+        if line.starts_with('#') {
+            flush(&mut out, &mut held);
+        }
+        let descriptor = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|prefix| line.strip_prefix(prefix).map(|rest| (prefix, rest)));
+        match descriptor {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                if counters.contains(name) {
+                    let _ = write!(out, "{prefix}{name}_total {tail}");
+                } else {
+                    out.push_str(line);
+                }
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    flush(&mut out, &mut held);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_labels_are_bounded() {
+        let call = Operation::of(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search_tools"}}"#);
+        assert_eq!(
+            call,
+            Operation {
+                method: "tools/call",
+                tool: "search_tools"
+            }
+        );
+        let made_up =
+            Operation::of(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret-xyz"}}"#);
+        assert_eq!(made_up.tool, "other");
+        assert_eq!(Operation::of(br#"{"method":"x/y"}"#).method, "other");
+        assert_eq!(Operation::of(b"not json").method, "other");
+    }
+
+    #[test]
+    fn counters_are_renamed_for_the_prometheus_format() {
+        let text =
+            "# HELP a Things.\n# TYPE a counter\na_total{x=\"1\"} 2\n# UNIT b seconds\n# TYPE b gauge\nb 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(text),
+            "# HELP a_total Things.\n# TYPE a_total counter\na_total{x=\"1\"} 2\n# TYPE b gauge\nb 1\n"
+        );
+        let histogram = "# TYPE h histogram\nh_sum 1.5\nh_count 2\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\n\
+                         h_sum{a=\"x\"} 0\nh_count{a=\"x\"} 0\nh_bucket{le=\"+Inf\",a=\"x\"} 0\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(histogram),
+            "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 1.5\nh_count 2\n\
+             h_bucket{le=\"+Inf\",a=\"x\"} 0\nh_sum{a=\"x\"} 0\nh_count{a=\"x\"} 0\n"
+        );
+    }
+}

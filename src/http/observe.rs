@@ -1,0 +1,336 @@
+//! The middleware in front of `/mcp`: bounds the request body, names the operation for the
+//! metrics, watches the answer stream to learn how the request ended, and ends the answer
+//! stream of a request its caller cancelled (`cancel`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body::Frame;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::cancel::{Ids, InFlight, Registration};
+use super::metrics::{Metrics, Operation, Outcome};
+use crate::gateway::MAX_REQUEST_BYTES;
+
+/// Longest SSE event kept to read an answer's outcome from; a longer one (a result of many
+/// megabytes) counts as `ok` unless it says otherwise in its first bytes.
+const EVENT_BYTES: usize = 64 * 1024;
+
+/// What `observe` shares across requests.
+#[derive(Debug, Clone)]
+pub struct Observer {
+    pub metrics: Arc<Metrics>,
+    pub in_flight: Arc<InFlight>,
+    /// Cancelled when the drain deadline passes.
+    pub cut: CancellationToken,
+}
+
+/// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), apply a
+/// cancellation it carries, hand it on, and count the request once its answer has ended.
+pub async fn observe(State(observer): State<Observer>, request: Request, next: Next) -> Response {
+    let Observer {
+        metrics,
+        in_flight,
+        cut,
+    } = observer;
+    let start = Instant::now();
+    let (parts, body) = request.into_parts();
+    let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let operation = Operation {
+                method: "other",
+                tool: "",
+            };
+            metrics.record(operation, Outcome::rejected, start.elapsed());
+            return if error.is::<LengthLimitError>() {
+                (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
+                         send large inputs as a file or resource the tool reads"
+                    ),
+                )
+                    .into_response()
+            } else {
+                (
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the request body could not be read",
+                )
+                    .into_response()
+            };
+        }
+    };
+    let operation = Operation::of(&bytes);
+    let ids = Ids::of(&bytes);
+    let caller = parts
+        .extensions
+        .get::<crate::caller::Caller>()
+        .map_or_else(|| crate::caller::Caller::local().label(), crate::caller::Caller::label);
+    if let Some(target) = ids.cancels {
+        if in_flight.cancel(caller.clone(), target) {
+            tracing::debug!("a request was cancelled by its client");
+        }
+    }
+    let id = ids.id.clone();
+    let registration = ids.id.and_then(|id| in_flight.register(caller, id));
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    if !response.status().is_success() {
+        metrics.record(operation, Outcome::rejected, start.elapsed());
+        return response;
+    }
+    let sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let (parts, body) = response.into_parts();
+    let watch = Watch {
+        metrics,
+        operation,
+        start,
+        sse,
+        event: Vec::new(),
+        outcome: None,
+    };
+    Response::from_parts(
+        parts,
+        Body::new(Watched {
+            inner: body,
+            cancelled: registration.map(|r| {
+                let cancelled = Box::pin(r.token.clone().cancelled_owned());
+                (cancelled, r)
+            }),
+            cut: sse
+                .then_some(id)
+                .flatten()
+                .map(|id| (Box::pin(cut.cancelled_owned()), id)),
+            watch: Some(watch),
+        }),
+    )
+}
+
+/// The last event of an answer stream cut at the drain deadline: an error for its request, so
+/// the client learns at once rather than at its own timeout.
+fn cut_event(id: &str) -> Bytes {
+    Bytes::from(format!(
+        "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{{\"code\":-32000,\"message\":\"the gateway is \
+         shutting down and this call did not finish within discovery.http.drainTimeoutMs; it was \
+         cancelled: retry it\"}}}}\n\n"
+    ))
+}
+
+/// How one answer is going.
+struct Watch {
+    metrics: Arc<Metrics>,
+    operation: Operation,
+    start: Instant,
+    sse: bool,
+    /// The SSE event read so far (or the JSON body).
+    event: Vec<u8>,
+    /// The outcome of the answer, once seen.
+    outcome: Option<Outcome>,
+}
+
+impl Watch {
+    fn feed(&mut self, chunk: &[u8]) {
+        if self.outcome.is_some() {
+            return;
+        }
+        if !self.sse {
+            self.keep(chunk);
+            return;
+        }
+        for piece in chunk.split_inclusive(|b| *b == b'\n') {
+            self.keep(piece);
+            if self.event.ends_with(b"\n\n") || self.event.ends_with(b"\r\n\r\n") {
+                let event = std::mem::take(&mut self.event);
+                self.outcome = event_outcome(&event);
+                if self.outcome.is_some() {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn keep(&mut self, piece: &[u8]) {
+        let room = EVENT_BYTES.saturating_sub(self.event.len());
+        self.event.extend_from_slice(&piece[..piece.len().min(room)]);
+        // Keep the event's end visible, so its boundary is still found past the cap.
+        if piece.len() > room && piece.ends_with(b"\n") {
+            self.event.push(b'\n');
+        }
+    }
+
+    /// The stream ended: count it.
+    fn finish(mut self, ended: bool) {
+        let outcome = match (self.outcome, ended) {
+            (Some(outcome), _) => outcome,
+            (None, true) if !self.sse => message_outcome(&self.event).unwrap_or(Outcome::ok),
+            (None, true) => {
+                let event = std::mem::take(&mut self.event);
+                event_outcome(&event).unwrap_or(Outcome::ok)
+            }
+            (None, false) => Outcome::cancelled,
+        };
+        self.metrics.record(self.operation, outcome, self.start.elapsed());
+    }
+}
+
+/// The outcome an SSE event carries, when it is an answer.
+fn event_outcome(event: &[u8]) -> Option<Outcome> {
+    let data: Vec<u8> = event
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"data:"))
+        .flat_map(|data| data.strip_prefix(b" ").unwrap_or(data).iter().copied())
+        .collect();
+    message_outcome(&data)
+}
+
+/// The outcome of one JSON-RPC message: `None` for a notification or request (not an answer).
+fn message_outcome(message: &[u8]) -> Option<Outcome> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<ResultHead>,
+        error: Option<serde::de::IgnoredAny>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ResultHead {
+        #[serde(rename = "isError", default)]
+        is_error: bool,
+    }
+    let text = message.trim_ascii();
+    if text.is_empty() {
+        return None;
+    }
+    match serde_json::from_slice::<Answer>(text) {
+        Ok(Answer { error: Some(_), .. }) => Some(Outcome::error),
+        Ok(Answer {
+            result: Some(ResultHead { is_error: true }),
+            ..
+        }) => Some(Outcome::tool_error),
+        Ok(Answer { result: Some(_), .. }) => Some(Outcome::ok),
+        // Cut at EVENT_BYTES: a result too large to read whole; its head still tells an error.
+        Err(_) if text.starts_with(b"{") && memchr_str(text, b"\"error\":{") => Some(Outcome::error),
+        Err(_) if memchr_str(text, b"\"result\"") => Some(Outcome::ok),
+        // A notification or request (not an answer), or not JSON.
+        Ok(_) | Err(_) => None,
+    }
+}
+
+fn memchr_str(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The answer's body, watched; it ends early when its request is cancelled.
+struct Watched {
+    inner: Body,
+    cancelled: Option<(Pin<Box<WaitForCancellationFutureOwned>>, Registration)>,
+    /// The drain deadline, and the id (JSON text) of the request to answer when it passes.
+    cut: Option<(Pin<Box<WaitForCancellationFutureOwned>>, String)>,
+    watch: Option<Watch>,
+}
+
+impl HttpBody for Watched {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if let Some((cancelled, _)) = self.cancelled.as_mut() {
+            if cancelled.as_mut().poll(cx).is_ready() {
+                // Ending the answer drops rmcp's stream, which cancels the handler.
+                self.cancelled = None;
+                if let Some(watch) = self.watch.take() {
+                    watch.finish(false);
+                }
+                self.inner = Body::empty();
+                return Poll::Ready(None);
+            }
+        }
+        if let Some((deadline, id)) = self.cut.as_mut() {
+            if deadline.as_mut().poll(cx).is_ready() {
+                let event = cut_event(id);
+                self.cut = None;
+                self.cancelled = None;
+                if let Some(mut watch) = self.watch.take() {
+                    watch.outcome = Some(Outcome::cancelled);
+                    watch.finish(true);
+                }
+                // Dropping rmcp's stream cancels the handler; the error event is the last.
+                self.inner = Body::empty();
+                return Poll::Ready(Some(Ok(Frame::data(event))));
+            }
+        }
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), Some(watch)) = (frame.data_ref(), self.watch.as_mut()) {
+                    watch.feed(data);
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(watch) = self.watch.take() {
+                    watch.finish(true);
+                }
+            }
+            Poll::Ready(Some(Err(_))) | Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            // A body dropped before its end: the client went away (or the server stopped).
+            let ended = self.inner.is_end_stream();
+            watch.finish(ended);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_of_answers() {
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Some(Outcome::ok)
+        );
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}}"#),
+            Some(Outcome::tool_error)
+        );
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#),
+            Some(Outcome::error)
+        );
+        assert_eq!(
+            message_outcome(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#),
+            None
+        );
+        assert_eq!(
+            event_outcome(b"id: 0\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"isError\":true}}\n\n"),
+            Some(Outcome::tool_error)
+        );
+    }
+}
