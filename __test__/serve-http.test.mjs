@@ -227,6 +227,23 @@ test('2026-07-28: resources/read says resultType, subscriptions/listen is acknow
   }
 });
 
+test("a server's elicitation over HTTP is refused to it with the reason, and the call goes on", async () => {
+  const asking = { name: 'asking', connection: { command: process.execPath, args: [join(root, '__test__/fixtures/asking-server.mjs')] } };
+  const gateway = await serveHttp([asking]);
+  try {
+    const client = new Client({ name: 'serve-http-tests', version: '0.0.0' }, { capabilities: { elicitation: {} } });
+    client.setRequestHandler((await import('@modelcontextprotocol/sdk/types.js')).ElicitRequestSchema, () => ({ action: 'accept', content: { answer: 'yes' } }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(gateway.url)));
+    const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'asking', tool: 'ask_person', arguments: { message: 'ok?' } } });
+    const text = result.content[0].text;
+    assert.match(text, /served over HTTP without a session/, text);
+    assert.match(text, /use the gateway over stdio/, text);
+    await client.close();
+  } finally {
+    await stop(gateway);
+  }
+});
+
 test('guards: foreign Host and Origin get 403, an oversized body 413, loopback origins pass', async () => {
   const gateway = await serveHttp([]);
   try {

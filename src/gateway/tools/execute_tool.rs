@@ -72,6 +72,10 @@ fn requests_to_client(
     security: SecuritySpec,
 ) -> crate::upstream::RequestForwarder {
     let peer = context.peer.clone();
+    // Served over HTTP (the team face), every request stands alone: no session tells which
+    // capabilities the client declared, and its answer to a request sent on this stream would
+    // come back in a POST of its own, which the sessionless transport does not route back.
+    let over_http = context.extensions.get::<http::request::Parts>().is_some();
     let (server, security) = (Arc::<str>::from(server), Arc::new(security));
     Arc::new(move |request: ServerRequest| {
         let (peer, server, security) = (peer.clone(), server.clone(), security.clone());
@@ -86,6 +90,16 @@ fn requests_to_client(
                 ServerRequest::ListRootsRequest(_) => (capabilities.roots.is_some(), "roots"),
                 _ => (false, "this request"),
             };
+            if over_http {
+                return Err(ErrorData::invalid_request(
+                    format!(
+                        "the gateway's client is served over HTTP without a session, where {what} \
+                         requests cannot be forwarded to it yet (neither by one gateway nor across \
+                         replicas); use the gateway over stdio for tools that need {what}"
+                    ),
+                    None,
+                ));
+            }
             if !declared {
                 return Err(ErrorData::invalid_request(
                     format!("the gateway's client does not support {what} (it did not declare the capability)"),
