@@ -271,3 +271,32 @@ export function rawGateway(args, options = {}) {
   };
   return { child, send, next, initialize, exit: exited(child), stderr };
 }
+
+/**
+ * `anygpt-discovery serve --http 127.0.0.1:0 --config <servers>`; resolves once it prints the
+ * address it bound. Returns { url, base, child, exit, stderr() }.
+ */
+export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0' } = {}) {
+  const config = writeConfig({ discovery: { servers, ...discovery } });
+  const child = spawn(process.execPath, [bin, 'serve', '--http', listen, '--config', config], {
+    env: isolatedEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  let stdout = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  const exit = exited(child);
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address printed:\n${stderr}`)), 20_000);
+    child.stderr.on('data', () => {
+      const found = /listening on (http:\/\/\S+\/mcp)/.exec(stderr);
+      if (found) {
+        clearTimeout(timer);
+        resolve(found[1]);
+      }
+    });
+    exit.then((code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
+  });
+  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr, stdout: () => stdout };
+}

@@ -9,39 +9,10 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { alive, bin, descendants, exited, isolatedEnv, referenceServer, root, waitFor, writeConfig } from './helpers.mjs';
+import { alive, bin, descendants, exited, isolatedEnv, referenceServer, root, serveHttp, waitFor, writeConfig } from './helpers.mjs';
 
 const faultServer = join(root, '__test__/fixtures/fault-server.mjs');
 const fault = (name, ...flags) => ({ name, connection: { command: process.execPath, args: [faultServer, ...flags] } });
-
-/**
- * `anygpt-discovery serve --http 127.0.0.1:0 --config <servers>`; resolves once it prints the
- * address it bound. Returns { url, base, child, exit, stderr() }.
- */
-async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0' } = {}) {
-  const config = writeConfig({ discovery: { servers, ...discovery } });
-  const child = spawn(process.execPath, [bin, 'serve', '--http', listen, '--config', config], {
-    env: isolatedEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  let stdout = '';
-  child.stderr.on('data', (chunk) => (stderr += chunk));
-  child.stdout.on('data', (chunk) => (stdout += chunk));
-  const exit = exited(child);
-  const url = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no address printed:\n${stderr}`)), 20_000);
-    child.stderr.on('data', () => {
-      const found = /listening on (http:\/\/\S+\/mcp)/.exec(stderr);
-      if (found) {
-        clearTimeout(timer);
-        resolve(found[1]);
-      }
-    });
-    exit.then((code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
-  });
-  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr, stdout: () => stdout };
-}
 
 /** The official client over streamable HTTP (it negotiates 2025-11-25 with `initialize`). */
 async function sdkClient(url) {

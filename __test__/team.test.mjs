@@ -1,0 +1,153 @@
+// Team mode end to end: `serve --http` with OAuth access tokens from a local issuer whose keys
+// this test makes (RS256, a JWK Set file), toolRules on callers, two users of different groups
+// through the official SDK client. The issue's "Auth tests": no token / wrong audience / wrong
+// issuer / expired / bad signature → 401 with the metadata pointer; insufficient scope → 403;
+// two users see different search results and counts, one is refused at execute exactly as for
+// a tool that does not exist; the audit line names the caller.
+import assert from 'node:assert/strict';
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { referenceServer, serveHttp, tempDir } from './helpers.mjs';
+
+const ISSUER = 'https://id.team.test/realms/team';
+const SCOPE = 'mcp:tools';
+
+/** An issuer's signing key, as its JWK Set publishes it. */
+function signingKey(kid) {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
+}
+
+const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+/** An RS256 access token signed with `key`: `claims` over a valid default for `audience`. */
+function accessToken(key, audience, claims = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  const payload = { iss: ISSUER, aud: audience, iat: now, exp: now + 600, scope: SCOPE, ...claims };
+  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(payload)}`;
+  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
+}
+
+async function clientWith(url, token) {
+  const client = new Client({ name: 'team-tests', version: '0.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+  return client;
+}
+
+async function meta(client, name, args = {}) {
+  const result = await client.callTool({ name, arguments: args });
+  return { result, body: JSON.parse(result.content[0].text) };
+}
+
+/** A bare POST of `tools/list` with `headers`: what a client without a valid token gets. */
+function post(url, headers = {}) {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } }),
+  });
+}
+
+describe('team mode: OAuth access tokens and per-caller tools', () => {
+  const dir = tempDir('anygpt-team-');
+  const key = signingKey('team-key-1');
+  const stranger = signingKey('team-key-1'); // same kid, another key: a forged signature
+  const audit = join(dir, 'audit.jsonl');
+  let gateway;
+  let audience;
+
+  before(async () => {
+    const jwks = join(dir, 'jwks.json');
+    writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
+    gateway = await serveHttp([referenceServer('everything'), referenceServer('memory')], {
+      discovery: {
+        audit: { path: audit },
+        http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, requiredScopes: [SCOPE] }] } },
+        toolRules: [
+          // The memory server is for admins only.
+          { server: 'memory', pattern: '*', enabled: true, callers: { groups: ['admins'] } },
+          { server: 'memory', pattern: '*', enabled: false, callers: { subjects: ['*'] } },
+        ],
+      },
+    });
+    audience = gateway.url;
+  });
+
+  after(async () => {
+    gateway?.child.kill('SIGTERM');
+    await gateway?.exit;
+  });
+
+  test('no token or a bad one: 401 pointing at the resource metadata; a missing scope: 403', async () => {
+    const metadataUrl = `${gateway.base}/.well-known/oauth-protected-resource/mcp`;
+    const none = await post(gateway.url);
+    assert.equal(none.status, 401);
+    const challenge = none.headers.get('www-authenticate');
+    assert.match(challenge, /^Bearer /);
+    assert.ok(challenge.includes(`resource_metadata="${metadataUrl}"`), challenge);
+    const metadata = await (await fetch(metadataUrl)).json();
+    assert.equal(metadata.resource, gateway.url);
+    assert.deepEqual(metadata.authorization_servers, [ISSUER]);
+
+    const now = Math.floor(Date.now() / 1000);
+    const bad = {
+      'wrong audience': accessToken(key, 'https://elsewhere.test/mcp', { sub: 'alice' }),
+      'wrong issuer': accessToken(key, audience, { sub: 'alice', iss: 'https://evil.test' }),
+      expired: accessToken(key, audience, { sub: 'alice', iat: now - 7200, exp: now - 3600 }),
+      'bad signature': accessToken(stranger, audience, { sub: 'alice' }),
+    };
+    for (const [what, token] of Object.entries(bad)) {
+      const answer = await post(gateway.url, { authorization: `Bearer ${token}` });
+      assert.equal(answer.status, 401, what);
+      const header = answer.headers.get('www-authenticate');
+      assert.match(header, /error="invalid_token"/, `${what}: ${header}`);
+      assert.ok(header.includes(`resource_metadata="${metadataUrl}"`), `${what}: ${header}`);
+      assert.ok(!(await answer.text()).includes(token), `${what}: the answer never quotes the token`);
+    }
+    const unscoped = await post(gateway.url, { authorization: `Bearer ${accessToken(key, audience, { sub: 'alice', scope: 'profile' })}` });
+    assert.equal(unscoped.status, 403);
+    assert.match(unscoped.headers.get('www-authenticate'), /error="insufficient_scope"/);
+    assert.match(unscoped.headers.get('www-authenticate'), new RegExp(`scope="${SCOPE}"`));
+  });
+
+  test('two users see different tools, counts and searches; the hidden tool is not found', async () => {
+    const alice = await clientWith(gateway.url, accessToken(key, audience, { sub: 'alice', groups: ['admins'] }));
+    const bob = await clientWith(gateway.url, accessToken(key, audience, { sub: 'bob', groups: ['devs'] }));
+    try {
+      const memoryOf = async (client) => (await meta(client, 'list_mcp_servers')).body.servers.find((s) => s.name === 'memory');
+      // Counts come once the server listed its tools.
+      for (let i = 0; i < 100 && !((await memoryOf(alice))?.toolCount > 0); i++) await new Promise((r) => setTimeout(r, 100));
+      assert.ok((await memoryOf(alice)).toolCount > 0, JSON.stringify(await memoryOf(alice)));
+      assert.equal((await memoryOf(bob)).toolCount, 0, JSON.stringify(await memoryOf(bob)));
+
+      const query = { query: 'read the knowledge graph', limit: 5 };
+      const found = async (client) => (await meta(client, 'search_tools', query)).body.results ?? [];
+      assert.ok((await found(alice)).some((r) => r.server === 'memory' && r.tool === 'read_graph'));
+      assert.ok(!(await found(bob)).some((r) => r.server === 'memory'), JSON.stringify(await found(bob)));
+
+      const run = { server: 'memory', tool: 'read_graph', arguments: {} };
+      const allowed = await meta(alice, 'execute_tool', run);
+      assert.notEqual(allowed.result.isError, true, JSON.stringify(allowed.result));
+      const hidden = await meta(bob, 'execute_tool', run);
+      assert.equal(hidden.result.isError, true);
+      assert.equal(hidden.body.error.code, 'TOOL_NOT_FOUND');
+      const missing = await meta(bob, 'execute_tool', { server: 'memory', tool: 'no_such_tool', arguments: {} });
+      assert.equal(missing.body.error.code, 'TOOL_NOT_FOUND');
+      assert.doesNotMatch(JSON.stringify(hidden.body), /forbidden|not allowed|permission/i);
+      const details = await meta(bob, 'get_tool_details', { server: 'memory', tool: 'read_graph' });
+      assert.equal(details.body.error.code, 'TOOL_NOT_FOUND');
+
+      const lines = readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+      const call = lines.find((l) => l.server === 'memory' && l.tool === 'read_graph');
+      assert.equal(call.caller, `${ISSUER}#alice`);
+      assert.ok(!readFileSync(audit, 'utf8').includes('eyJ'), 'no token in the audit log');
+    } finally {
+      await alice.close();
+      await bob.close();
+    }
+  });
+});
