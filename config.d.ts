@@ -268,6 +268,29 @@ export interface ToolRule {
   enabled?: boolean | null
   /** Added from every matching rule. */
   tags?: Array<string>
+  /**
+   * Only for these callers of the HTTP face (never the local user): a matching caller rule
+   * that says `enabled: false` hides the tools from them, one that says `true` lets them see
+   * and run the tools. Must set `enabled`; takes no `tags`; never turns on whitelist mode.
+   */
+  callers?: ToolRuleCallers | null
+}
+
+/**
+ * `callers` of a toolRule: a caller matches when its subject matches `subjects` or one of its
+ * groups matches `groups` (patterns as in `pattern`, read in order).
+ */
+export interface ToolRuleCallers {
+  /**
+   * Patterns over the caller's subject (the token's `sub`), e.g. `["alice", "svc-*"]`;
+   * `["*"]` is every authenticated caller.
+   */
+  subjects?: Array<string> | null
+  /**
+   * Patterns over the caller's groups (the configured groups or roles claim), e.g.
+   * `["admins"]` or `["!contractors", "*"]`.
+   */
+  groups?: Array<string> | null
 }
 
 /** Transport of a server. */

@@ -68,7 +68,7 @@ pub async fn time_engine(engine: &Engine, queries: &[String], passes: usize) -> 
         for text in queries {
             let request = request(text);
             let start = Instant::now();
-            let response = engine.search(&request).await;
+            let response = engine.search(&discovery::Caller::local(), &request).await;
             let took = start.elapsed();
             std::hint::black_box(response.ok());
             if pass > 0 {

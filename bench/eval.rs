@@ -142,7 +142,7 @@ async fn timed_search(engine: &Engine, query: &str, limit: usize) -> (Vec<String
         include_disabled: false,
     };
     let start = Instant::now();
-    let response = engine.search(&request).await;
+    let response = engine.search(&discovery::Caller::local(), &request).await;
     let elapsed = start.elapsed();
     let results = response
         .map(|r| r.results.iter().map(|h| format!("{}:{}", h.server, h.tool)).collect())

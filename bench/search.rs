@@ -126,6 +126,7 @@ fn time_direct(catalog: &IndexedCatalog, queries: &[String]) -> Vec<Duration> {
                 server: None,
                 limit: 10,
                 include_disabled: false,
+                view: None,
             };
             let start = Instant::now();
             let hits = search::search(catalog, &query);

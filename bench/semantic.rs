@@ -62,7 +62,10 @@ fn main() {
         let mut rss_model = None;
         for text in queries.iter().cycle() {
             let start = Instant::now();
-            let response = engine.search(&request(text)).await.unwrap();
+            let response = engine
+                .search(&discovery::Caller::local(), &request(text))
+                .await
+                .unwrap();
             let took = start.elapsed();
             let status = engine.semantic_status().0;
             if status == "on" && rss_model.is_none() {

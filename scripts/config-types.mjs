@@ -25,6 +25,7 @@ const NAMES = {
   ServerSpec: 'ServerConfig',
   ConnectionSpec: 'ServerConnection',
   ToolRuleSpec: 'ToolRule',
+  CallersSpec: 'ToolRuleCallers',
   CacheSpec: 'CacheConfig',
   AuditSpec: 'AuditConfig',
   OneOrMany: 'PatternList',

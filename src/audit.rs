@@ -106,6 +106,8 @@ fn expand_home(written: &str, home: Option<&Path>) -> Result<PathBuf, AuditPathE
 #[serde(rename_all = "camelCase")]
 pub struct AuditEntry<'a> {
     pub time: String,
+    /// Who asked: `local`, or the HTTP face's authenticated caller (`issuer#subject`).
+    pub caller: &'a str,
     pub server: &'a str,
     pub tool: &'a str,
     pub argument_keys: Vec<&'a str>,
@@ -170,9 +172,10 @@ impl AuditLog {
         &self.path
     }
 
-    /// Append one call.
+    /// Append one call, made for `caller` ([`crate::caller::Caller::label`]).
     pub fn record(
         &self,
+        caller: &str,
         server: &str,
         tool: &str,
         arguments: Option<&Map<String, Value>>,
@@ -181,6 +184,7 @@ impl AuditLog {
     ) {
         let entry = AuditEntry {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            caller,
             server,
             tool,
             argument_keys: arguments
@@ -383,8 +387,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
         let args = json!({ "token": "s3cret", "path": "/x" });
-        audit.record("fs", "read", args.as_object(), Ok(false), Duration::from_millis(12));
         audit.record(
+            "https://id.example#alice",
+            "fs",
+            "read",
+            args.as_object(),
+            Ok(false),
+            Duration::from_millis(12),
+        );
+        audit.record(
+            "local",
             "fs",
             "write",
             None,
@@ -395,6 +407,8 @@ mod tests {
         assert!(!text.contains("s3cret"));
         let entries = lines(audit.path());
         assert_eq!(entries[0]["argumentKeys"], json!(["token", "path"]));
+        assert_eq!(entries[0]["caller"], "https://id.example#alice");
+        assert_eq!(entries[1]["caller"], "local");
         assert_eq!(entries[0]["outcome"], "ok");
         assert_eq!(entries[0]["durationMs"], 12.0);
         assert_eq!(entries[1]["errorCode"], "TOOL_DISABLED");
@@ -405,7 +419,14 @@ mod tests {
     fn values_only_when_configured() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), true, 1 << 20);
-        audit.record("s", "t", json!({ "q": "v" }).as_object(), Ok(true), Duration::ZERO);
+        audit.record(
+            "local",
+            "s",
+            "t",
+            json!({ "q": "v" }).as_object(),
+            Ok(true),
+            Duration::ZERO,
+        );
         assert_eq!(lines(audit.path())[0]["arguments"], json!({ "q": "v" }));
         assert_eq!(lines(audit.path())[0]["outcome"], "tool_error");
     }
@@ -415,7 +436,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 300);
         for _ in 0..5 {
-            audit.record("server", "tool", None, Ok(false), Duration::ZERO);
+            audit.record("local", "server", "tool", None, Ok(false), Duration::ZERO);
         }
         let current = std::fs::metadata(audit.path()).unwrap().len();
         assert!(current <= 300, "{current}");
@@ -478,6 +499,7 @@ mod tests {
         std::fs::set_permissions(&rc, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
         let audit = log(dir.path(), true, 1 << 20);
         audit.record(
+            "local",
             "s",
             "t",
             json!({ "q": "echo owned" }).as_object(),
@@ -500,7 +522,7 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::write(&target, "").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("audit.jsonl")).unwrap();
-        log(dir.path(), false, 1 << 20).record("s", "t", None, Ok(false), Duration::ZERO);
+        log(dir.path(), false, 1 << 20).record("local", "s", "t", None, Ok(false), Duration::ZERO);
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "",
@@ -515,15 +537,15 @@ mod tests {
     fn an_existing_log_is_appended_to_and_a_foreign_rotation_target_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
-        audit.record("s", "t", None, Ok(false), Duration::ZERO);
+        audit.record("local", "s", "t", None, Ok(false), Duration::ZERO);
         let again = log(dir.path(), false, 1 << 20);
-        again.record("s", "u", None, Ok(false), Duration::ZERO);
+        again.record("local", "s", "u", None, Ok(false), Duration::ZERO);
         assert_eq!(lines(again.path()).len(), 2);
 
         let small = log(dir.path(), false, 10);
         let rotated = dir.path().join("audit.jsonl.1");
         std::fs::write(&rotated, "precious\n").unwrap();
-        small.record("s", "v", None, Ok(false), Duration::ZERO);
+        small.record("local", "s", "v", None, Ok(false), Duration::ZERO);
         assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "precious\n");
     }
 }

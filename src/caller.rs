@@ -32,6 +32,18 @@ impl Caller {
         self.subject.is_none()
     }
 
+    /// The caller of one MCP request: the one the HTTP face authenticated and left in the HTTP
+    /// request's extensions (rmcp hands a handler the request's `http::request::Parts`), or
+    /// the local user when there is none (stdio).
+    #[must_use]
+    pub fn of_request(extensions: &rmcp::model::Extensions) -> Self {
+        extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Self>())
+            .cloned()
+            .unwrap_or_else(Self::local)
+    }
+
     /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
     /// `local`. Bounded, so a long claim cannot flood a log line.
     #[must_use]
@@ -56,6 +68,27 @@ impl Caller {
 #[cfg(test)]
 mod tests {
     use super::Caller;
+
+    #[test]
+    fn the_caller_of_a_request_is_the_one_the_http_face_left_in_its_parts() {
+        let mut extensions = rmcp::model::Extensions::new();
+        assert_eq!(Caller::of_request(&extensions), Caller::local(), "stdio: no parts");
+        let alice = Caller {
+            subject: Some("alice".into()),
+            groups: vec!["admins".into()],
+            ..Caller::default()
+        };
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        extensions.insert(parts.clone());
+        assert_eq!(
+            Caller::of_request(&extensions),
+            Caller::local(),
+            "parts without a caller"
+        );
+        parts.extensions.insert(alice.clone());
+        extensions.insert(parts);
+        assert_eq!(Caller::of_request(&extensions), alice);
+    }
 
     #[test]
     fn local_caller_is_labelled_local() {

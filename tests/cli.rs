@@ -787,6 +787,36 @@ fn configuration_errors_exit_2_and_bad_arguments_1() {
 }
 
 #[test]
+fn config_validate_and_show_understand_caller_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = |groups: &str| {
+        format!(
+            r#"{{"discovery":{{"toolRules":[{{"server":"github","pattern":"*","enabled":true,"callers":{{"groups":{groups}}}}}]}}}}"#
+        )
+    };
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, rule(r#"["admins", "/(/"]"#)).unwrap();
+    let out = run(&["config", "validate", "--config", bad.to_str().unwrap()]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("discovery.toolRules[0].callers.groups[1]: invalid pattern"),
+        "{}",
+        out.stderr
+    );
+    let good = dir.path().join("good.json");
+    std::fs::write(&good, rule(r#"["admins"]"#)).unwrap();
+    let good = good.to_str().unwrap();
+    assert_eq!(run(&["config", "validate", "--config", good]).code, 0);
+    let show = run(&["config", "show", "--config", good]);
+    assert!(
+        show.stdout.contains("1. github: * → enabled for groups [admins]"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
 fn help_has_examples_and_version_prints() {
     let help = run(&["--help"]);
     assert_eq!(help.code, 0);

@@ -385,9 +385,10 @@ fn show_human(config: &Config, section: &DiscoverySection, ui: &Ui) -> String {
         } else {
             format!(", tags: [{}]", rule.tags.join(", "))
         };
+        let callers = rule.callers.as_ref().map(callers_line).unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {}. {server}{}{decision}{tags}",
+            "  {}. {server}{}{decision}{tags}{callers}",
             i + 1,
             rule.pattern.as_slice().join(", ")
         );
@@ -431,4 +432,13 @@ fn show_human(config: &Config, section: &DiscoverySection, ui: &Ui) -> String {
         }
     }
     out
+}
+
+/// A caller rule's callers in `config show`: ` for subjects [alice] or groups [admins]`.
+fn callers_line(callers: &crate::config::CallersSpec) -> String {
+    let lists: Vec<String> = [("subjects", &callers.subjects), ("groups", &callers.groups)]
+        .into_iter()
+        .filter_map(|(field, list)| list.as_ref().map(|l| format!("{field} [{}]", l.join(", "))))
+        .collect();
+    format!(" for {}", lists.join(" or "))
 }

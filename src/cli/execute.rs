@@ -6,6 +6,7 @@
 //! could not be reached), 4 disabled by toolRules; Ctrl-C cancels the call downstream and
 //! exits 130 (`cli::run_command`).
 
+use crate::caller::Caller;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -192,6 +193,7 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
     // Boxed: the engine's execute future is large (25 kB) to keep on this stack frame.
     let outcome = ctx
         .answer(Box::pin(ctx.engine.execute(
+            &Caller::local(),
             &args.server,
             &args.tool,
             arguments,

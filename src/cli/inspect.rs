@@ -2,6 +2,7 @@
 //! "anygpt mcp inspect"). Exit 0; 2 when the server or tool is not found; 3 when the server
 //! cannot be reached.
 
+use crate::caller::Caller;
 use clap::Args;
 
 use super::examples::{self, Example};
@@ -41,7 +42,10 @@ struct Inspected<'a> {
 }
 
 pub async fn run(args: &InspectArgs, ctx: &Ctx) -> i32 {
-    let details = match ctx.answer(ctx.engine.tool_details(&args.server, &args.tool)).await {
+    let details = match ctx
+        .answer(ctx.engine.tool_details(&Caller::local(), &args.server, &args.tool))
+        .await
+    {
         Ok(details) => details,
         Err(e) => return ctx.ui.error(&e),
     };

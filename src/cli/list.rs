@@ -1,6 +1,7 @@
 //! `list [--status] [--tools]`: the configured servers (seed 003 "anygpt mcp list").
 //! Exit 0; a configuration error is 2 (before the command runs).
 
+use crate::caller::Caller;
 use std::fmt::Write as _;
 
 use clap::Args;
@@ -32,7 +33,7 @@ struct Listed<'a> {
 }
 
 pub async fn run(args: &ListArgs, ctx: &Ctx) -> i32 {
-    let mut servers = ctx.connected(ctx.engine.list_servers()).await;
+    let mut servers = ctx.connected(ctx.engine.list_servers(&Caller::local())).await;
     // A run that exits promises no retry.
     for server in &mut servers {
         server.error.clone_from(&server.reason);

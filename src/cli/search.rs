@@ -4,6 +4,7 @@
 //! otherwise it searches the configured servers (connecting them first). Exit codes: 0 with
 //! results, 1 for bad arguments or a bad catalog file, 2 when nothing matches.
 
+use crate::caller::Caller;
 use clap::Args;
 
 use super::output::{exit, human};
@@ -51,7 +52,7 @@ pub async fn run(args: &SearchArgs, ctx: &Ctx) -> i32 {
         limit: Some(usize::from(args.limit)),
         include_disabled: false,
     };
-    let response = match ctx.answer(ctx.engine.search(&request)).await {
+    let response = match ctx.answer(ctx.engine.search(&Caller::local(), &request)).await {
         Ok(response) => response,
         Err(e) => return ctx.ui.error(&e),
     };

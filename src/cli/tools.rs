@@ -1,6 +1,7 @@
 //! `tools <server> [--all] [--tags]`: one server's tools (seed 003 "anygpt mcp tools").
 //! Exit 0; 2 when there is no such server; 3 when it cannot be reached.
 
+use crate::caller::Caller;
 use clap::Args;
 
 use super::output::{exit, human};
@@ -32,7 +33,10 @@ impl ToolsArgs {
 /// with `--json`, disabled tools only with `--all`.
 pub async fn run(args: &ToolsArgs, ctx: &Ctx) -> i32 {
     // Every tool, so the header can count the disabled ones; the renderers filter.
-    let all = match ctx.answer(ctx.engine.list_tools(&args.server, true)).await {
+    let all = match ctx
+        .answer(ctx.engine.list_tools(&Caller::local(), &args.server, true))
+        .await
+    {
         Ok(all) => all,
         Err(e) => return ctx.ui.error(&e),
     };

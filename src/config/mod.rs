@@ -28,7 +28,7 @@ use serde_json::Value;
 pub use crate::consent::Scope;
 use crate::consent::{Place, Skipped};
 use crate::error::{Error, Result};
-use crate::rules::{PatternList, Rule, RuleSet};
+use crate::rules::{CallerMatcher, PatternList, Rule, RuleSet};
 
 pub(crate) use document::{read_document, read_limited};
 pub use http::{HttpSpec, DEFAULT_DRAIN_TIMEOUT_MS};
@@ -501,6 +501,27 @@ pub struct ToolRuleSpec {
     /// Added from every matching rule.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// Only for these callers of the HTTP face (never the local user): a matching caller rule
+    /// that says `enabled: false` hides the tools from them, one that says `true` lets them see
+    /// and run the tools. Must set `enabled`; takes no `tags`; never turns on whitelist mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callers: Option<CallersSpec>,
+}
+
+/// `callers` of a toolRule: a caller matches when its subject matches `subjects` or one of its
+/// groups matches `groups` (patterns as in `pattern`, read in order).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct CallersSpec {
+    /// Patterns over the caller's subject (the token's `sub`), e.g. `["alice", "svc-*"]`;
+    /// `["*"]` is every authenticated caller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subjects: Option<Vec<String>>,
+    /// Patterns over the caller's groups (the configured groups or roles claim), e.g.
+    /// `["admins"]` or `["!contractors", "*"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<String>>,
 }
 
 /// `pattern: "x"` or `pattern: ["x", "y"]`.
@@ -778,14 +799,71 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
             };
             err(path, e.to_string())
         })?;
+        let callers = match &spec.callers {
+            Some(callers) => Some(validate_callers(spec, callers, &at).map_err(|(path, reason)| err(path, reason))?),
+            None => None,
+        };
         rules.push(Rule {
             server: spec.server.clone(),
             patterns: compiled,
             enabled: spec.enabled,
             tags: spec.tags.clone(),
+            callers,
         });
     }
     Ok(RuleSet::new(rules))
+}
+
+/// A toolRule's `callers`, compiled; the rule around it must fit a caller rule (module docs of
+/// `rules::rule_set`).
+fn validate_callers(
+    spec: &ToolRuleSpec,
+    callers: &CallersSpec,
+    at: &str,
+) -> std::result::Result<CallerMatcher, (String, String)> {
+    if spec.enabled.is_none() {
+        return Err((
+            format!("{at}.enabled"),
+            "a rule with `callers` must set `enabled`: `false` hides the tools from those callers, `true` lets them see and run them".into(),
+        ));
+    }
+    if !spec.tags.is_empty() {
+        return Err((
+            format!("{at}.tags"),
+            "a rule with `callers` cannot add tags (tags are searched by every caller): move the tags to a rule without `callers`".into(),
+        ));
+    }
+    let list = |field: &str,
+                patterns: Option<&Vec<String>>|
+     -> std::result::Result<Option<PatternList>, (String, String)> {
+        let Some(patterns) = patterns else {
+            return Ok(None);
+        };
+        if patterns.is_empty() {
+            return Err((
+                format!("{at}.callers.{field}"),
+                format!("pattern list is empty: name at least one {field} pattern (`[\"*\"]` matches every caller), or leave `{field}` out"),
+            ));
+        }
+        PatternList::parse(patterns).map(Some).map_err(|(j, e)| {
+            (
+                format!("{at}.callers.{field}[{j}]"),
+                format!("{e}: write a glob (`admins`, `team-*`) or a regex (`/^team-/i`), `!` in front to exclude"),
+            )
+        })
+    };
+    let matcher = CallerMatcher {
+        subjects: list("subjects", callers.subjects.as_ref())?,
+        groups: list("groups", callers.groups.as_ref())?,
+    };
+    if matcher.subjects.is_none() && matcher.groups.is_none() {
+        return Err((
+            format!("{at}.callers"),
+            "names no caller: give `subjects` and/or `groups` (`subjects: [\"*\"]` is every authenticated caller)"
+                .into(),
+        ));
+    }
+    Ok(matcher)
 }
 
 pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (String, String)> {
@@ -916,6 +994,42 @@ mod tests {
         ] } }));
         assert_eq!(path, "discovery.toolRules[2].pattern[1]");
         assert!(reason.contains("/(x/"), "{reason}");
+    }
+
+    #[test]
+    fn a_caller_rule_is_checked_where_it_is_wrong_with_the_fix() {
+        let rule = |rule: Value| config_err(json!({ "discovery": { "toolRules": [{ "pattern": "*" }, rule] } }));
+        let (path, reason) =
+            rule(json!({ "pattern": "*", "enabled": false, "callers": { "groups": ["admins", "/(x/"] } }));
+        assert_eq!(path, "discovery.toolRules[1].callers.groups[1]");
+        assert!(reason.contains("/(x/") && reason.contains("write a glob"), "{reason}");
+        let (path, reason) = rule(json!({ "pattern": "*", "enabled": false, "callers": { "subjects": [] } }));
+        assert_eq!(path, "discovery.toolRules[1].callers.subjects");
+        assert!(reason.contains("pattern list is empty"), "{reason}");
+        let (path, reason) = rule(json!({ "pattern": "*", "enabled": false, "callers": {} }));
+        assert_eq!(path, "discovery.toolRules[1].callers");
+        assert!(reason.contains("`subjects` and/or `groups`"), "{reason}");
+        let (path, reason) = rule(json!({ "pattern": "*", "callers": { "subjects": ["bob"] } }));
+        assert_eq!(path, "discovery.toolRules[1].enabled");
+        assert!(reason.contains("must set `enabled`"), "{reason}");
+        let (path, reason) =
+            rule(json!({ "pattern": "*", "enabled": true, "tags": ["x"], "callers": { "subjects": ["bob"] } }));
+        assert_eq!(path, "discovery.toolRules[1].tags");
+        assert!(reason.contains("move the tags"), "{reason}");
+        let (path, reason) = rule(json!({ "pattern": "*", "enabled": true, "callers": { "users": ["bob"] } }));
+        assert_eq!(path, "discovery.toolRules[1].callers.users");
+        assert!(reason.contains("subjects"), "{reason}");
+    }
+
+    #[test]
+    fn a_caller_rule_that_enables_is_no_whitelist() {
+        let config = Config::from_value(
+            json!({ "toolRules": [{ "pattern": "*", "enabled": true, "callers": { "groups": ["admins"] } }] }),
+            "x",
+        )
+        .unwrap();
+        assert!(!config.rules().is_whitelist());
+        assert!(config.rules().decide("any", "tool").enabled);
     }
 
     #[test]

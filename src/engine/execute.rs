@@ -11,12 +11,15 @@ use tokio_util::sync::CancellationToken;
 use super::cap_result;
 use super::dto::ExecuteOptions;
 use super::state::{Server, State};
+use crate::caller::Caller;
 use crate::error::{Error, Result};
+use crate::rules::Sight;
 use crate::upstream::{CallError, UpstreamError};
 
 impl State {
     pub(super) async fn execute(
         &self,
+        caller: &Caller,
         server: &str,
         tool: &str,
         arguments: Option<&Value>,
@@ -31,10 +34,10 @@ impl State {
         let cancel = options.cancel.clone().unwrap_or_default();
         let startup = Duration::from_millis(self.spec_of(handle).startup_timeout_ms());
         or_cancelled(&cancel, handle.sign_in_for_call(startup)).await;
-        let entry = or_cancelled(&cancel, self.find_tool(handle, tool))
+        let (entry, sight) = or_cancelled(&cancel, self.find_tool(handle, tool, caller))
             .await
             .ok_or_else(|| cancelled(server, tool))??;
-        if !entry.enabled {
+        if sight != Sight::Enabled {
             return Err(Error::ToolDisabled {
                 server: server.to_owned(),
                 tool: tool.to_owned(),
@@ -82,6 +85,7 @@ impl State {
 
     pub(super) fn audit(
         &self,
+        caller: &Caller,
         server: &str,
         tool: &str,
         arguments: Option<&JsonObject>,
@@ -93,7 +97,7 @@ impl State {
                 Ok(result) => Ok(result.is_error == Some(true)),
                 Err(error) => Err(error.code()),
             };
-            audit.record(server, tool, arguments, outcome, started.elapsed());
+            audit.record(&caller.label(), server, tool, arguments, outcome, started.elapsed());
         }
     }
 }

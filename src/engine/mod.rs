@@ -23,8 +23,10 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
+use crate::caller::Caller;
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::rules::Sight;
 use crate::search::{self, IndexedCatalog, Query};
 use state::State;
 
@@ -208,46 +210,30 @@ impl Engine {
             .is_indexed()
     }
 
-    /// Every server with its status and tool counts. Waits for servers still starting.
-    pub async fn list_servers(&self) -> Vec<ServerInfo> {
+    /// Every server with its status and the counts of the tools `caller` may see. Waits for
+    /// servers still starting.
+    pub async fn list_servers(&self, caller: &Caller) -> Vec<ServerInfo> {
         let state = self.current();
         state.indexed().await;
         state.wait_first_starts(SEARCH_WAIT).await;
-        self.server_statuses()
+        statuses(&state, caller)
     }
 
     /// Every server as it is right now, without starting or waiting for anything: what a
-    /// progress display polls while servers connect.
+    /// progress display polls while servers connect (the local user's counts).
     #[must_use]
     pub fn server_statuses(&self) -> Vec<ServerInfo> {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
-        let catalog = state.read_catalog();
-        state
-            .upstream
-            .handles()
-            .map(|server| {
-                let tools = catalog.server_tools(&server.spec.name).unwrap_or_default();
-                let status = server.state();
-                let mut info = ServerInfo {
-                    description: state.spec_of(server).description.as_deref().map(shown_description),
-                    enabled_count: tools.iter().filter(|t| t.enabled).count(),
-                    error: status.describe(),
-                    reason: status.reason(),
-                    ..ServerInfo::new(&server.spec.name, server_status(&status), tools.len(), None)
-                };
-                info.note_left_out(server.left_out());
-                info
-            })
-            .collect()
+        statuses(&state, &Caller::local())
     }
 
-    /// Ranked tools for a query.
+    /// Ranked tools for a query, among those `caller` may see (hidden tools never reach ranking).
     ///
     /// # Errors
     /// `VALIDATION_ERROR` for an empty query or a bad limit; `SERVER_NOT_FOUND` for an
     /// unknown `server` filter. A query over `search::MAX_QUERY_CHARS` characters is cut
     /// there (and the response says so).
-    pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+    pub async fn search(&self, caller: &Caller, request: &SearchRequest) -> Result<SearchResponse> {
         let query = request.query.trim();
         if query.is_empty() {
             return Err(Error::validation("query: must not be empty"));
@@ -278,11 +264,14 @@ impl Engine {
             let _ = tokio::task::spawn_blocking(move || tier.wait_if_asked()).await;
         }
         let catalog = state.read_catalog();
+        let view = state.view(&catalog, caller);
+        let reach = state.config.rules().reach(caller);
         let query = Query {
             text: query,
             server: request.server.as_deref(),
             limit,
             include_disabled: request.include_disabled,
+            view: view.as_deref(),
         };
         let (hits, vectors_pending) = match state.semantic.as_deref() {
             Some(tier) if tier.model().is_some() => {
@@ -291,7 +280,14 @@ impl Engine {
             }
             // Still loading: every tool is waiting for its vector.
             Some(tier) if tier.status() == search::semantic::Status::Loading => {
-                (search::search(&catalog, &query), catalog.tools().count())
+                let known = match query.view {
+                    None => catalog.tools().count(),
+                    Some(_) => catalog
+                        .server_names()
+                        .map(|server| catalog.visible_tools(query.view, server).count())
+                        .sum(),
+                };
+                (search::search(&catalog, &query), known)
             }
             _ => (search::search(&catalog, &query), 0),
         };
@@ -303,7 +299,12 @@ impl Engine {
                 summary: summary_of(hit.entry),
                 relevance: (hit.relevance * 100.0).round() / 100.0,
                 tags: hit.entry.tags.clone(),
-                enabled: hit.entry.enabled,
+                enabled: match query.view {
+                    None => hit.entry.enabled,
+                    Some(_) => {
+                        state.config.rules().sight(&hit.entry.server, hit.entry.name(), &reach) == Sight::Enabled
+                    }
+                },
             })
             .collect();
         Ok(SearchResponse {
@@ -328,22 +329,23 @@ impl Engine {
         (status.word().to_owned(), detail)
     }
 
-    /// The tools of one server.
+    /// The tools of one server that `caller` may see.
     ///
     /// # Errors
     /// `SERVER_NOT_FOUND`, or `SERVER_CONNECTION_ERROR` when its tools could not be listed.
-    pub async fn list_tools(&self, server: &str, include_disabled: bool) -> Result<ServerTools> {
+    pub async fn list_tools(&self, caller: &Caller, server: &str, include_disabled: bool) -> Result<ServerTools> {
         let state = self.current();
         let handle = state.server(server)?;
         let tools = state
-            .with_server_tools(handle, |tools| {
-                tools
-                    .iter()
-                    .filter(|t| include_disabled || t.enabled)
-                    .map(|t| ToolSummary {
+            .with_catalog_of(handle, |catalog| {
+                let view = state.view(catalog, caller);
+                catalog
+                    .visible_tools(view.as_deref(), server)
+                    .filter(|&(_, _, sight)| include_disabled || sight == Sight::Enabled)
+                    .map(|(_, t, sight)| ToolSummary {
                         name: t.name().to_owned(),
                         summary: t.summary.clone(),
-                        enabled: t.enabled,
+                        enabled: sight == Sight::Enabled,
                         tags: t.tags.clone(),
                         flags: t.flags(),
                     })
@@ -373,17 +375,18 @@ impl Engine {
     /// Full description and input schema of one tool (disabled tools included, marked).
     ///
     /// # Errors
-    /// `SERVER_NOT_FOUND`, `SERVER_CONNECTION_ERROR`, `TOOL_NOT_FOUND` (with suggestions).
-    pub async fn tool_details(&self, server: &str, tool: &str) -> Result<ToolDetails> {
+    /// `SERVER_NOT_FOUND`, `SERVER_CONNECTION_ERROR`, `TOOL_NOT_FOUND` (with suggestions) for
+    /// a tool that does not exist or is hidden from `caller`.
+    pub async fn tool_details(&self, caller: &Caller, server: &str, tool: &str) -> Result<ToolDetails> {
         let state = self.current();
-        let entry = state.find_tool(state.server(server)?, tool).await?;
+        let (entry, sight) = state.find_tool(state.server(server)?, tool, caller).await?;
         Ok(ToolDetails {
             server: entry.server.clone(),
             tool: entry.name().to_owned(),
             description: entry.description().to_owned(),
             input_schema: Value::Object((*entry.tool.input_schema).clone()),
             tags: entry.tags.clone(),
-            enabled: entry.enabled,
+            enabled: sight == Sight::Enabled,
             warnings: entry.warnings.iter().map(ToString::to_string).collect(),
             changed: entry
                 .change
@@ -404,14 +407,17 @@ impl Engine {
         self.current().trust(server, tool).await
     }
 
-    /// Run a tool on its server and return the server's result unchanged.
+    /// Run a tool on its server for `caller` and return the server's result unchanged; the
+    /// audit log names the caller.
     ///
     /// # Errors
-    /// `SERVER_NOT_FOUND`, `SERVER_CONNECTION_ERROR`, `TOOL_NOT_FOUND`, `TOOL_DISABLED` (the
+    /// `SERVER_NOT_FOUND`, `SERVER_CONNECTION_ERROR`, `TOOL_NOT_FOUND` (also for a tool hidden
+    /// from `caller`), `TOOL_DISABLED` (the
     /// server never sees the call), `VALIDATION_ERROR`, `TOOL_EXECUTION_ERROR`,
     /// `TOOL_EXECUTION_TIMEOUT`.
     pub async fn execute(
         &self,
+        caller: &Caller,
         server: &str,
         tool: &str,
         arguments: Option<Value>,
@@ -428,8 +434,9 @@ impl Engine {
         };
         match arguments {
             Ok(arguments) => {
-                let outcome = state.execute(server, tool, arguments.as_ref(), options).await;
+                let outcome = state.execute(caller, server, tool, arguments.as_ref(), options).await;
                 state.audit(
+                    caller,
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
@@ -440,7 +447,7 @@ impl Engine {
             }
             Err(error) => {
                 let outcome = Err(error);
-                state.audit(server, tool, None, &outcome, started);
+                state.audit(caller, server, tool, None, &outcome, started);
                 outcome
             }
         }
@@ -491,6 +498,34 @@ impl Engine {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.upstream.close().await;
     }
+}
+
+/// Every server of `state` with its status, and the counts of the tools `caller` may see (a
+/// server's name and status are everyone's; which tools it has is not).
+fn statuses(state: &State, caller: &Caller) -> Vec<ServerInfo> {
+    let catalog = state.read_catalog();
+    let view = state.view(&catalog, caller);
+    state
+        .upstream
+        .handles()
+        .map(|server| {
+            let (mut count, mut enabled_count) = (0, 0);
+            for (_, _, sight) in catalog.visible_tools(view.as_deref(), &server.spec.name) {
+                count += 1;
+                enabled_count += usize::from(sight == Sight::Enabled);
+            }
+            let status = server.state();
+            let mut info = ServerInfo {
+                description: state.spec_of(server).description.as_deref().map(shown_description),
+                enabled_count,
+                error: status.describe(),
+                reason: status.reason(),
+                ..ServerInfo::new(&server.spec.name, server_status(&status), count, None)
+            };
+            info.note_left_out(server.left_out());
+            info
+        })
+        .collect()
 }
 
 /// The config again from where `current` came from: its file read again (with the client

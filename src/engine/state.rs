@@ -14,11 +14,13 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
+use crate::caller::Caller;
 use crate::catalog::snapshot::SnapshotStore;
 use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::config::Config;
 use crate::config::ServerSpec;
 use crate::error::{Error, Result};
+use crate::rules::Sight;
 use crate::search::{self, IndexedCatalog};
 use crate::trust::pins::Pins;
 use crate::upstream::{Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamError, UpstreamEvent};
@@ -418,6 +420,14 @@ impl State {
     /// Run `f` on `server`'s catalog entries once they are known (waiting for a server still
     /// starting), without copying the list.
     pub async fn with_server_tools<T>(&self, server: &Server, f: impl FnOnce(&[ToolEntry]) -> T) -> Result<T> {
+        let name = server.spec.name.as_str();
+        self.with_catalog_of(server, |catalog| f(catalog.server_tools(name).unwrap_or_default()))
+            .await
+    }
+
+    /// Run `f` on the catalog once `server`'s tools are in it (waiting for a server still
+    /// starting), or say why they are not.
+    pub async fn with_catalog_of<T>(&self, server: &Server, f: impl FnOnce(&IndexedCatalog) -> T) -> Result<T> {
         self.indexed().await;
         // Only a first start is worth waiting for; a retry of a failing server may take its
         // whole startup budget, and the snapshot's tools (if any) answer meanwhile.
@@ -427,8 +437,11 @@ impl State {
                 .await;
         }
         let name = server.spec.name.as_str();
-        if let Some(tools) = self.read_catalog().server_tools(name) {
-            return Ok(f(tools));
+        {
+            let catalog = self.read_catalog();
+            if catalog.server_tools(name).is_some() {
+                return Ok(f(&catalog));
+            }
         }
         let source = match server.state() {
             ServerState::Backoff { reason, until } => {
@@ -443,15 +456,32 @@ impl State {
         })
     }
 
-    /// The catalog entry of `tool` on `server`, or `TOOL_NOT_FOUND` with suggestions.
-    pub async fn find_tool(&self, server: &Server, tool: &str) -> Result<ToolEntry> {
+    /// What `caller` may see of the catalog (`None`: what it says, the local user's view).
+    pub fn view(&self, catalog: &IndexedCatalog, caller: &Caller) -> Option<Arc<search::View>> {
+        catalog.view(self.config.rules(), caller)
+    }
+
+    /// The catalog entry of `tool` on `server` and what it is to `caller`, or `TOOL_NOT_FOUND`
+    /// with suggestions. A tool hidden from the caller is not found, exactly like one that
+    /// does not exist (and is never suggested).
+    pub async fn find_tool(&self, server: &Server, tool: &str, caller: &Caller) -> Result<(ToolEntry, Sight)> {
+        let name = server.spec.name.as_str();
         let found = self
-            .with_server_tools(server, |tools| tools.iter().find(|t| t.name() == tool).cloned())
+            .with_catalog_of(server, |catalog| {
+                let view = self.view(catalog, caller);
+                let tools = catalog.server_tools(name).unwrap_or_default();
+                tools
+                    .iter()
+                    .position(|t| t.name() == tool)
+                    .map(|position| (tools[position].clone(), catalog.sight(view.as_deref(), name, position)))
+                    .filter(|(_, sight)| *sight != Sight::Hidden)
+                    .ok_or_else(|| search::suggest_tools(catalog, view.as_deref(), name, tool))
+            })
             .await?;
-        found.ok_or_else(|| Error::ToolNotFound {
-            server: server.spec.name.clone(),
+        found.map_err(|suggestions| Error::ToolNotFound {
+            server: name.to_owned(),
             tool: tool.to_owned(),
-            suggestions: search::suggest_tools(&self.read_catalog(), &server.spec.name, tool),
+            suggestions,
         })
     }
 }

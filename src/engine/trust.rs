@@ -2,6 +2,7 @@
 //! tools are indexed, the `trust` operation, and the check that blocks a call
 //! (`discovery.security`). The checks themselves live in `crate::trust`.
 
+use crate::caller::Caller;
 use crate::catalog::ToolEntry;
 use crate::config::OnToolChange;
 use crate::error::{Error, Result};
@@ -98,7 +99,8 @@ impl State {
             handle.start();
         }
         match tool {
-            Some(tool) => self.find_tool(handle, tool).await.map(|_| ())?,
+            // Trusting is the config owner's: they see every tool the config has.
+            Some(tool) => self.find_tool(handle, tool, &Caller::local()).await.map(|_| ())?,
             None => self.with_server_tools(handle, |_| ()).await?,
         }
         let Some(pins) = &self.pins else {

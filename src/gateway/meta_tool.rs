@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::bound::{bound_strings, cut_text, FIELD_BYTES};
 use super::tools::{execute_tool, get_tool_details, list_mcp_servers, list_tools, search_tools};
+use crate::caller::Caller;
 use crate::engine::Engine;
 use crate::error::Error;
 
@@ -84,14 +85,16 @@ impl MetaTool {
         parsed.map_err(Rejected::InvalidArguments)
     }
 
-    /// Run against the engine. Engine errors become `isError` results.
+    /// Run against the engine for the request's caller (the HTTP face's authenticated user,
+    /// or the local user on stdio). Engine errors become `isError` results.
     pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let caller = Caller::of_request(&context.extensions);
         let outcome = match self {
-            Self::ListServers(call) => Ok(json_result(&call.apply(engine).await)),
-            Self::Search(call) => call.apply(engine).await.map(|r| json_result(&r)),
-            Self::ListTools(call) => call.apply(engine).await.map(|r| json_result(&r)),
-            Self::Details(call) => call.apply(engine).await.map(|r| json_result(&r)),
-            Self::Execute(call) => call.apply(engine, context).await,
+            Self::ListServers(call) => Ok(json_result(&call.apply(engine, &caller).await)),
+            Self::Search(call) => call.apply(engine, &caller).await.map(|r| json_result(&r)),
+            Self::ListTools(call) => call.apply(engine, &caller).await.map(|r| json_result(&r)),
+            Self::Details(call) => call.apply(engine, &caller).await.map(|r| json_result(&r)),
+            Self::Execute(call) => call.apply(engine, &caller, context).await,
         };
         outcome.unwrap_or_else(|error| error_result(&error))
     }

@@ -9,6 +9,7 @@
 // napi passes JS values in by value; the bindings borrow from them.
 #![expect(clippy::needless_pass_by_value, reason = "napi functions take owned JS values")]
 
+use crate::caller::Caller;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -298,7 +299,7 @@ impl JsDiscoveryEngine {
     #[napi]
     pub async fn list_servers(&self) -> Vec<ServerInfo> {
         self.engine
-            .list_servers()
+            .list_servers(&Caller::local())
             .await
             .into_iter()
             .map(|s| ServerInfo {
@@ -341,7 +342,11 @@ impl JsDiscoveryEngine {
                 .and_then(|l| usize::try_from(l).ok()),
             include_disabled: options.include_disabled.unwrap_or(false),
         };
-        let response = self.engine.search(&request).await.map_err(|e| to_js(&e))?;
+        let response = self
+            .engine
+            .search(&Caller::local(), &request)
+            .await
+            .map_err(|e| to_js(&e))?;
         let hint = response.hint("no tool matches; try other words, or listTools for a server");
         Ok(SearchResponse {
             results: response
@@ -366,7 +371,7 @@ impl JsDiscoveryEngine {
     pub async fn list_tools(&self, server: String, include_disabled: Option<bool>) -> Result<Vec<ToolSummary>> {
         let tools = self
             .engine
-            .list_tools(&server, include_disabled.unwrap_or(false))
+            .list_tools(&Caller::local(), &server, include_disabled.unwrap_or(false))
             .await
             .map_err(|e| to_js(&e))?;
         Ok(tools
@@ -385,7 +390,11 @@ impl JsDiscoveryEngine {
     /// Full description and input schema of one tool.
     #[napi]
     pub async fn get_tool_details(&self, server: String, tool: String) -> Result<ToolDetails> {
-        let d = self.engine.tool_details(&server, &tool).await.map_err(|e| to_js(&e))?;
+        let d = self
+            .engine
+            .tool_details(&Caller::local(), &server, &tool)
+            .await
+            .map_err(|e| to_js(&e))?;
         Ok(ToolDetails {
             server: d.server,
             tool: d.tool,
@@ -437,7 +446,7 @@ impl JsDiscoveryEngine {
         };
         let result = self
             .engine
-            .execute(&server, &tool, args, options)
+            .execute(&Caller::local(), &server, &tool, args, options)
             .await
             .map_err(|e| to_js(&e))?;
         serde_json::to_value(result).map_err(|e| coded(ErrorCode::ToolExecutionError, e))

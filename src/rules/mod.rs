@@ -5,10 +5,12 @@
 //! first-match-decides and whitelist mode. Both compile once at config load and are then
 //! matched many times.
 
+mod callers;
 mod pattern;
 #[cfg(test)]
 mod props;
 mod rule_set;
 
+pub use callers::CallerMatcher;
 pub use pattern::{match_pattern, Pattern, PatternError, PatternList};
-pub use rule_set::{Decision, Rule, RuleSet};
+pub use rule_set::{Decision, Reach, Rule, RuleSet, Sight};

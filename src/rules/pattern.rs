@@ -173,6 +173,19 @@ impl PatternList {
     pub fn is_match(&self, name: &str) -> bool {
         self.deciding(name).is_some()
     }
+
+    /// Whether a set of `names` (a caller's groups) matches the list: the list is read in
+    /// order as for one name, each pattern tried against every name, so a negation matching
+    /// any of them excludes the set at once. An empty set matches nothing.
+    #[must_use]
+    pub fn is_match_any<S: AsRef<str>>(&self, names: &[S]) -> bool {
+        for pattern in &self.0 {
+            if names.iter().any(|name| pattern.body_matches(name.as_ref())) {
+                return !pattern.negated;
+            }
+        }
+        false
+    }
 }
 
 /// Match `name` against `patterns` once (the `matchPattern` of the Node API).

@@ -3,7 +3,8 @@
 
 use proptest::prelude::*;
 
-use super::{match_pattern, Pattern, PatternList, Rule, RuleSet};
+use super::{match_pattern, CallerMatcher, Pattern, PatternList, Rule, RuleSet, Sight};
+use crate::caller::Caller;
 
 /// Whether the body of `pattern` (without a leading `!`) matches `name`.
 fn body_matches(pattern: &str, name: &str) -> bool {
@@ -95,6 +96,7 @@ proptest! {
             patterns: PatternList::parse(patterns).unwrap(),
             enabled: *enabled,
             tags: tags.clone(),
+            callers: None,
         }).collect();
         let applies = |(rule_server, patterns, _, _): &(Option<String>, Vec<String>, Option<bool>, Vec<String>)| {
             rule_server.as_deref().is_none_or(|s| s == server) && match_pattern(&tool, patterns).unwrap()
@@ -111,5 +113,55 @@ proptest! {
         prop_assert_eq!(decision.deciding_rule, deciding);
         prop_assert_eq!(decision.enabled, deciding.map_or(!whitelist, |i| rules[i].2 == Some(true)));
         prop_assert_eq!(decision.tags, tags);
+    }
+
+    /// A set of groups matches a list as the first pattern matching any of them says.
+    #[test]
+    fn groups_match_by_the_first_pattern_matching_any_group(patterns in prop::collection::vec(pattern(), 1..5), groups in prop::collection::vec(name(), 0..4)) {
+        let expected = patterns.iter().find_map(|p| {
+            let (negated, body) = p.strip_prefix('!').map_or((false, p.as_str()), |b| (true, b));
+            groups.iter().any(|g| body_matches(body, g)).then_some(!negated)
+        });
+        prop_assert_eq!(PatternList::parse(&patterns).unwrap().is_match_any(&groups), expected == Some(true));
+    }
+
+    /// With caller rules mixed in: the local user (and a caller no caller rule is for) sees
+    /// exactly what `decide` says; a caller sees what the first applicable rule setting
+    /// `enabled` among those for everyone and those for them says (a caller rule's `false`
+    /// hides), and only rules for everyone turn on whitelist mode.
+    #[test]
+    fn caller_rules_decide_in_order_for_their_callers_only(
+        rules in prop::collection::vec((prop::option::of("[st]"), prop::collection::vec(pattern(), 1..3), prop::option::of(any::<bool>()), prop::option::of(prop::collection::vec("[gh]", 1..3))), 0..6),
+        server in "[st]",
+        tool in name(),
+        groups in prop::collection::vec("[gh]", 0..3),
+    ) {
+        let compiled: Vec<Rule> = rules.iter().map(|(server, patterns, enabled, callers)| Rule {
+            server: server.clone(),
+            patterns: PatternList::parse(patterns).unwrap(),
+            enabled: if callers.is_some() { Some(enabled.unwrap_or(false)) } else { *enabled },
+            tags: Vec::new(),
+            callers: callers.as_ref().map(|groups| CallerMatcher { subjects: None, groups: Some(PatternList::parse(groups).unwrap()) }),
+        }).collect();
+        let set = RuleSet::new(compiled.clone());
+        let caller = Caller { subject: Some("someone".into()), groups: groups.clone(), ..Caller::default() };
+        let local = set.sight(&server, &tool, &set.reach(&Caller::local()));
+        prop_assert_eq!(local, Sight::of_enabled(set.decide(&server, &tool).enabled));
+
+        let whitelist = compiled.iter().any(|r| r.enabled == Some(true) && r.callers.is_none());
+        let expected = compiled.iter().find_map(|r| {
+            // Matching a group list is checked against its own model above.
+            let for_caller = r.callers.as_ref().is_none_or(|m| m.groups.as_ref().is_some_and(|g| g.is_match_any(&groups)));
+            let applies = r.server.as_deref().is_none_or(|s| s == server) && r.patterns.is_match(&tool);
+            match (r.enabled, for_caller && applies) {
+                (Some(enabled), true) => Some(match (enabled, r.callers.is_some()) {
+                    (true, _) => Sight::Enabled,
+                    (false, false) => Sight::Disabled,
+                    (false, true) => Sight::Hidden,
+                }),
+                _ => None,
+            }
+        }).unwrap_or(Sight::of_enabled(!whitelist));
+        prop_assert_eq!(set.sight(&server, &tool, &set.reach(&caller)), expected);
     }
 }

@@ -12,6 +12,7 @@
 use super::semantic::Tier;
 use super::{open, rank_with, Hit, IndexedCatalog, Opening, Query, DEPRECATED_FACTOR, MIN_RELEVANCE, RELATIVE_FLOOR};
 use crate::catalog::ToolEntry;
+use crate::rules::Sight;
 
 /// Lexical hits considered for fusion (the best ones; the rest count as relevance 0).
 const LEXICAL_POOL: usize = 300;
@@ -75,7 +76,9 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
             continue;
         };
         for (position, entry) in tools.iter().enumerate() {
-            if !sees(query.include_disabled, entry) || exact.iter().any(|&(s, _, p)| s == server && p == position) {
+            if !sees(catalog, query, server, position, entry)
+                || exact.iter().any(|&(s, _, p)| s == server && p == position)
+            {
                 continue;
             }
             let row = first + position;
@@ -130,18 +133,18 @@ pub fn search_fused<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>, tier: &T
 }
 
 /// The tools a query may return: its server (or every server), enabled ones unless asked.
-fn in_scope<'a>(
+fn in_scope<'a, 'q>(
     catalog: &'a IndexedCatalog,
-    query: &Query<'_>,
-) -> impl Iterator<Item = (&'a str, usize, &'a ToolEntry)> + use<'a> {
-    let include_disabled = query.include_disabled;
-    servers_in_scope(catalog, query).flat_map(move |server| {
+    query: &Query<'q>,
+) -> impl Iterator<Item = (&'a str, usize, &'a ToolEntry)> + use<'a, 'q> {
+    let query = *query;
+    servers_in_scope(catalog, &query).flat_map(move |server| {
         catalog
             .server_tools(server)
             .unwrap_or_default()
             .iter()
             .enumerate()
-            .filter(move |(_, entry)| sees(include_disabled, entry))
+            .filter(move |&(position, entry)| sees(catalog, &query, server, position, entry))
             .map(move |(position, entry)| (server, position, entry))
     })
 }
@@ -154,9 +157,14 @@ fn servers_in_scope<'a>(catalog: &'a IndexedCatalog, query: &Query<'_>) -> impl 
         .filter(move |server| only.as_deref().is_none_or(|only| only == *server))
 }
 
-/// Whether a query may return `entry`: an enabled tool, or any when disabled ones are asked for.
-fn sees(include_disabled: bool, entry: &ToolEntry) -> bool {
-    include_disabled || entry.enabled
+/// Whether a query may return `entry` (`server`'s tool at `position`): a tool enabled for the
+/// caller, or a disabled one when disabled ones are asked for; never one hidden from the caller.
+fn sees(catalog: &IndexedCatalog, query: &Query<'_>, server: &str, position: usize, entry: &ToolEntry) -> bool {
+    let sight = match query.view {
+        None => Sight::of_enabled(entry.enabled),
+        Some(_) => catalog.sight(query.view, server, position),
+    };
+    sight == Sight::Enabled || (query.include_disabled && sight == Sight::Disabled)
 }
 
 /// The cosine weight for `text` whose best lexical hit has relevance `confidence`.

@@ -27,7 +27,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::tokenize;
+use super::view::View;
 use crate::catalog::ToolEntry;
+use crate::rules::Sight;
 
 /// Number of fields.
 const FIELDS: usize = 5;
@@ -150,25 +152,37 @@ pub struct QueryTerm {
 pub struct Filter<'q> {
     pub server: Option<&'q str>,
     pub include_disabled: bool,
+    /// One caller's view of this index (`None`: the local user's, the rules as indexed).
+    pub view: Option<&'q View>,
 }
 
 impl Filter<'_> {
-    fn keeps(&self, doc: &Doc) -> bool {
-        (self.include_disabled || doc.enabled) && self.server.is_none_or(|s| *s == *doc.server)
+    fn keeps(&self, slot: u32, doc: &Doc) -> bool {
+        shown(self.include_disabled, self.view, slot, doc.enabled) && self.server.is_none_or(|s| *s == *doc.server)
     }
 }
 
 /// A [`Filter`] with its server resolved to an ordinal.
 #[derive(Debug, Clone, Copy)]
-struct SlotFilter {
+struct SlotFilter<'q> {
     server: Option<u32>,
     include_disabled: bool,
+    view: Option<&'q View>,
 }
 
-impl SlotFilter {
-    fn keeps(self, meta: SlotMeta) -> bool {
-        meta.live && (self.include_disabled || meta.enabled) && self.server.is_none_or(|s| s == meta.server)
+impl SlotFilter<'_> {
+    fn keeps(self, slot: u32, meta: SlotMeta) -> bool {
+        meta.live
+            && shown(self.include_disabled, self.view, slot, meta.enabled)
+            && self.server.is_none_or(|s| s == meta.server)
     }
+}
+
+/// Whether the document in `slot` (enabled for everyone or not) may be shown: enabled for the
+/// caller, or disabled and asked for; never hidden from the caller.
+fn shown(include_disabled: bool, view: Option<&View>, slot: u32, enabled: bool) -> bool {
+    let sight = view.map_or(Sight::of_enabled(enabled), |view| view.sight(slot));
+    sight == Sight::Enabled || (include_disabled && sight == Sight::Disabled)
 }
 
 /// The inverted index over every server's tools.
@@ -282,9 +296,9 @@ impl Index {
         };
         let mut found: Vec<(&str, &str, usize)> = slots
             .iter()
-            .filter_map(|&slot| self.doc(slot))
-            .filter(|doc| filter.keeps(doc))
-            .map(|doc| (&*doc.server, &*doc.name, doc.position as usize))
+            .filter_map(|&slot| Some((slot, self.doc(slot)?)))
+            .filter(|&(slot, doc)| filter.keeps(slot, doc))
+            .map(|(_, doc)| (&*doc.server, &*doc.name, doc.position as usize))
             .collect();
         found.sort_unstable();
         found
@@ -310,6 +324,7 @@ impl Index {
         let filter = SlotFilter {
             server,
             include_disabled: filter.include_disabled,
+            view: filter.view,
         };
         SCRATCH.with_borrow_mut(|acc| {
             if acc.len() < self.docs.len() {
@@ -335,7 +350,7 @@ impl Index {
             for slot in touched {
                 let a = std::mem::take(&mut acc[slot as usize]);
                 let meta = self.meta[slot as usize];
-                if filter.keeps(meta) {
+                if filter.keeps(slot, meta) {
                     out.push(Candidate {
                         slot,
                         bm25: a.bm25,
@@ -357,6 +372,22 @@ impl Index {
             name: &doc.name,
             position: doc.position as usize,
         }
+    }
+
+    /// The slot of `server`'s tool at `position` (its place in the server's list).
+    #[must_use]
+    pub fn slot(&self, server: &str, position: usize) -> Option<u32> {
+        self.servers.get(server)?.get(position).copied()
+    }
+
+    /// `sight` of every document, by slot (a free slot is hidden): a caller's [`View`].
+    pub fn view(&self, mut sight: impl FnMut(&str, &str) -> Sight) -> View {
+        View::new(
+            self.docs
+                .iter()
+                .map(|doc| doc.as_ref().map_or(Sight::Hidden, |doc| sight(&doc.server, &doc.name)))
+                .collect(),
+        )
     }
 
     /// Every `(server, name)` of the index, for suggestions.

@@ -10,10 +10,14 @@ use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use rmcp::model::Tool;
 
+use std::sync::Arc;
+
 use super::index::{Batch, Index};
 use super::semantic::{Dense, Tier};
+use super::view::{View, Views};
+use crate::caller::Caller;
 use crate::catalog::{Catalog, ToolChanges, ToolEntry};
-use crate::rules::RuleSet;
+use crate::rules::{RuleSet, Sight};
 
 /// A [`Catalog`] with its search [`Index`] kept up to date per server.
 #[derive(Debug, Clone, Default)]
@@ -23,12 +27,16 @@ pub struct IndexedCatalog {
     /// The semantic tier's vectors of these tools as one matrix: made by the first fused
     /// search, dropped by every change.
     dense: DenseCell,
+    /// Callers' views of these tools, by reach: made by their first operation, dropped by
+    /// every change.
+    views: Views,
 }
 
 impl IndexedCatalog {
     /// Replace `server`'s tools, applying `rules`, and re-index that server only; says which
     /// tools were added, updated or removed.
     pub fn set_server_tools(&mut self, server: &str, tools: Vec<Tool>, rules: &RuleSet) -> ToolChanges {
+        self.views = Views::default();
         let changes = self.catalog.set_server_tools(server, tools, rules);
         self.reindex(server);
         changes
@@ -53,6 +61,7 @@ impl IndexedCatalog {
     /// batch is dropped (loading hundreds of snapshots at startup).
     pub fn batch(&mut self) -> CatalogBatch<'_> {
         self.dense = DenseCell::default();
+        self.views = Views::default();
         CatalogBatch {
             catalog: &mut self.catalog,
             index: self.index.batch(),
@@ -62,8 +71,52 @@ impl IndexedCatalog {
     /// Forget `server`'s tools and its documents.
     pub fn remove_server(&mut self, server: &str) {
         self.dense = DenseCell::default();
+        self.views = Views::default();
         self.catalog.remove_server(server);
         self.index.remove_server(server);
+    }
+
+    /// What `caller` may see of these tools under `rules` (the rules they were decided by),
+    /// kept for the next caller with the same reach; `None` when it is what the catalog says
+    /// (the local user, or a caller no caller rule is for).
+    #[must_use]
+    pub fn view(&self, rules: &RuleSet, caller: &Caller) -> Option<Arc<View>> {
+        let reach = rules.reach(caller);
+        if reach.is_empty() {
+            return None;
+        }
+        let build = || self.index.view(|server, tool| rules.sight(server, tool, &reach));
+        Some(self.views.get(reach.clone(), build))
+    }
+
+    /// What `server`'s tool at `position` is to the caller of `view`.
+    #[must_use]
+    pub fn sight(&self, view: Option<&View>, server: &str, position: usize) -> Sight {
+        let Some(entry) = self.catalog.server_tools(server).and_then(|tools| tools.get(position)) else {
+            return Sight::Hidden;
+        };
+        match view {
+            None => Sight::of_enabled(entry.enabled),
+            Some(view) => self
+                .index
+                .slot(server, position)
+                .map_or(Sight::Hidden, |slot| view.sight(slot)),
+        }
+    }
+
+    /// `server`'s tools the caller of `view` may know of, in order, each with its sight.
+    pub fn visible_tools<'a>(
+        &'a self,
+        view: Option<&'a View>,
+        server: &'a str,
+    ) -> impl Iterator<Item = (usize, &'a ToolEntry, Sight)> + 'a {
+        self.catalog
+            .server_tools(server)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(move |(position, entry)| (position, entry, self.sight(view, server, position)))
+            .filter(|&(_, _, sight)| sight != Sight::Hidden)
     }
 
     /// The index over every server's tools.
@@ -95,6 +148,7 @@ impl IndexedCatalog {
 
     fn reindex(&mut self, server: &str) {
         self.dense = DenseCell::default();
+        self.views = Views::default();
         let tools = self.catalog.server_tools(server).unwrap_or_default();
         self.index.set_server(server, self.catalog.description(server), tools);
     }
@@ -128,6 +182,7 @@ impl From<Catalog> for IndexedCatalog {
             catalog,
             index: Index::default(),
             dense: DenseCell::default(),
+            views: Views::default(),
         };
         let mut batch = indexed.index.batch();
         for server in indexed.catalog.server_names() {
@@ -220,6 +275,7 @@ mod tests {
                         server: None,
                         limit: 50,
                         include_disabled: true,
+                        view: None,
                     },
                 )
                 .into_iter()
@@ -244,5 +300,76 @@ mod tests {
         indexed.remove_server("a");
         assert_eq!((indexed.tools().count(), indexed.index().len()), (2, 2));
         assert!(!indexed.index().has_server("a"));
+    }
+
+    /// A caller's view is kept for callers with the same reach and made anew after a change,
+    /// so a tool added later is seen (or hidden) as the rules say.
+    #[test]
+    fn views_are_kept_per_reach_and_dropped_by_a_change() {
+        let config = crate::config::Config::from_value(
+            serde_json::json!({ "toolRules": [
+                { "server": "secret", "pattern": "*", "enabled": false, "callers": { "groups": ["!admins", "*"] } }
+            ] }),
+            "<test>",
+        )
+        .unwrap();
+        let rules = config.rules();
+        let caller = |subject: &str, group: &str| Caller {
+            subject: Some(subject.into()),
+            groups: vec![group.into()],
+            ..Caller::default()
+        };
+        let mut indexed = IndexedCatalog::default();
+        indexed.set_server_tools("open", vec![tool("read_file")], rules);
+        indexed.set_server_tools("secret", vec![tool("read_secret")], rules);
+        assert!(
+            indexed.view(rules, &Caller::local()).is_none(),
+            "the local user needs no view"
+        );
+        assert!(
+            indexed.view(rules, &caller("ann", "admins")).is_none(),
+            "no caller rule is for admins"
+        );
+        let dev = indexed.view(rules, &caller("dan", "devs")).unwrap();
+        let other_dev = indexed.view(rules, &caller("dora", "devs")).unwrap();
+        assert!(Arc::ptr_eq(&dev, &other_dev), "one view per reach");
+        let seen = |indexed: &IndexedCatalog, view: &View, server: &str| -> Vec<String> {
+            indexed
+                .visible_tools(Some(view), server)
+                .map(|(_, e, _)| e.name().to_owned())
+                .collect()
+        };
+        assert_eq!(seen(&indexed, &dev, "open"), ["read_file"]);
+        assert!(seen(&indexed, &dev, "secret").is_empty());
+
+        indexed.set_server_tools("open", vec![tool("read_file"), tool("write_file")], rules);
+        let dev = indexed.view(rules, &caller("dan", "devs")).unwrap();
+        assert!(!Arc::ptr_eq(&dev, &other_dev), "a change drops the views");
+        assert_eq!(seen(&indexed, &dev, "open"), ["read_file", "write_file"]);
+        let ids = |view: Option<&View>, text: &str| -> Vec<String> {
+            let query = crate::search::Query {
+                view,
+                include_disabled: true,
+                ..crate::search::Query::new(text)
+            };
+            crate::search::search(&indexed, &query)
+                .iter()
+                .map(|h| h.entry.id())
+                .collect()
+        };
+        assert!(
+            ids(Some(&dev), "secret").is_empty(),
+            "not even asking for disabled tools"
+        );
+        let by_name = ids(Some(&dev), "read_secret");
+        assert!(
+            !by_name.iter().any(|id| id.starts_with("secret:")),
+            "nor by its exact name: {by_name:?}"
+        );
+        assert_eq!(
+            ids(None, "read_secret"),
+            ["secret:read_secret"],
+            "the local user finds it"
+        );
     }
 }

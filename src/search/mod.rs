@@ -31,6 +31,7 @@ pub mod semantic;
 mod suggest;
 pub mod synonyms;
 pub mod tokenize;
+mod view;
 
 use std::cmp::Ordering;
 
@@ -41,6 +42,7 @@ pub use deprecated::{deprecation_note, is_deprecated};
 pub use fused::{search_fused, Fused};
 pub use indexed::IndexedCatalog;
 pub use suggest::{edit_distance, suggest_servers, suggest_tools};
+pub use view::View;
 
 /// Longest query searched, in characters; the engine cuts longer queries here.
 pub const MAX_QUERY_CHARS: usize = 1_000;
@@ -71,6 +73,8 @@ pub struct Query<'q> {
     pub server: Option<&'q str>,
     pub limit: usize,
     pub include_disabled: bool,
+    /// The caller's view (`None`: the local user's).
+    pub view: Option<&'q View>,
 }
 
 impl<'q> Query<'q> {
@@ -82,6 +86,7 @@ impl<'q> Query<'q> {
             server: None,
             limit: 10,
             include_disabled: false,
+            view: None,
         }
     }
 }
@@ -128,6 +133,7 @@ fn open<'a, 'q>(catalog: &'a IndexedCatalog, query: &Query<'q>) -> Opening<'a, '
     let filter = Filter {
         server: query.server,
         include_disabled: query.include_disabled,
+        view: query.view,
     };
     let text = query.text.trim();
     let exact = exact_matches(catalog.index(), text, filter);

@@ -7,7 +7,7 @@
 
 use super::IndexedCatalog;
 
-use super::{search, tokenize, Query};
+use super::{search, tokenize, Query, View};
 
 const MAX_SUGGESTIONS: usize = 3;
 
@@ -64,17 +64,21 @@ fn by_shared_words<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, 
 }
 
 /// Tools whose names are close to `tool`, as `server:tool`: near spellings on `server`, then
-/// on other servers, then tools the index finds for the name's words.
+/// on other servers, then tools the index finds for the name's words; only tools the caller
+/// of `view` may know of.
 #[must_use]
-pub fn suggest_tools(catalog: &IndexedCatalog, server: &str, tool: &str) -> Vec<String> {
-    let own = catalog.server_tools(server).unwrap_or_default();
-    let spelled_here = by_spelling(tool, own.iter().map(|e| (e.name(), e.id())));
+pub fn suggest_tools(catalog: &IndexedCatalog, view: Option<&View>, server: &str, tool: &str) -> Vec<String> {
+    let spelled_here = by_spelling(
+        tool,
+        catalog.visible_tools(view, server).map(|(_, e, _)| (e.name(), e.id())),
+    );
     let spelled_elsewhere = by_spelling(
         tool,
         catalog
-            .tools()
-            .filter(|e| e.server != server)
-            .map(|e| (e.name(), e.id())),
+            .server_names()
+            .filter(|&other| other != server)
+            .flat_map(|other| catalog.visible_tools(view, other))
+            .map(|(_, e, _)| (e.name(), e.id())),
     );
     let words = tokenize::words(tool).join(" ");
     let meant = search(
@@ -84,6 +88,7 @@ pub fn suggest_tools(catalog: &IndexedCatalog, server: &str, tool: &str) -> Vec<
             server: None,
             limit: MAX_SUGGESTIONS * 2,
             include_disabled: false,
+            view,
         },
     )
     .into_iter()
@@ -148,13 +153,13 @@ mod tests {
 
     #[test]
     fn typo_suggests_the_near_name_first() {
-        let s = suggest_tools(&catalog(), "github", "create_isue");
+        let s = suggest_tools(&catalog(), None, "github", "create_isue");
         assert_eq!(s[0], "github:create_issue");
     }
 
     #[test]
     fn shared_words_reach_other_servers() {
-        let s = suggest_tools(&catalog(), "github", "create_ticket_now");
+        let s = suggest_tools(&catalog(), None, "github", "create_ticket_now");
         assert!(s.contains(&"jira:create_ticket".to_owned()), "{s:?}");
     }
 
@@ -171,15 +176,15 @@ mod tests {
             )],
             &RuleSet::default(),
         );
-        let s = suggest_tools(&catalog, "weather", "current_temperature");
+        let s = suggest_tools(&catalog, None, "weather", "current_temperature");
         assert_eq!(s, ["weather:get_forecast"]);
-        let s = suggest_tools(&catalog, "jira", "discard_ticket");
+        let s = suggest_tools(&catalog, None, "jira", "discard_ticket");
         assert_eq!(s[0], "jira:create_ticket");
     }
 
     #[test]
     fn no_suggestion_for_unrelated_names() {
-        assert!(suggest_tools(&catalog(), "github", "zzzzqqqqxxxx").is_empty());
+        assert!(suggest_tools(&catalog(), None, "github", "zzzzqqqqxxxx").is_empty());
     }
 
     #[test]

@@ -6,3 +6,4 @@
 mod gateway_in_process;
 mod native_bin;
 mod search_catalog;
+mod visibility;

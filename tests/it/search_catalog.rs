@@ -108,7 +108,10 @@ async fn an_offline_engine_searches_without_servers_and_filters_by_server() {
         limit: None,
         include_disabled: false,
     };
-    let response = engine.search(&request("read_file", None)).await.unwrap();
+    let response = engine
+        .search(&discovery::Caller::local(), &request("read_file", None))
+        .await
+        .unwrap();
     let first: Vec<(&str, &str)> = response
         .results
         .iter()
@@ -118,17 +121,26 @@ async fn an_offline_engine_searches_without_servers_and_filters_by_server() {
     assert_eq!(first, [("docs", "read_file"), ("filesystem", "read_file")]);
     assert!(response.pending.is_none());
 
-    let only_github = engine.search(&request("list", Some("github"))).await.unwrap();
+    let only_github = engine
+        .search(&discovery::Caller::local(), &request("list", Some("github")))
+        .await
+        .unwrap();
     assert!(!only_github.results.is_empty());
     assert!(only_github.results.iter().all(|r| r.server == "github"));
 
-    let nothing = engine.search(&request("zzzqqq xyzzy", None)).await.unwrap();
+    let nothing = engine
+        .search(&discovery::Caller::local(), &request("zzzqqq xyzzy", None))
+        .await
+        .unwrap();
     assert!(nothing.results.is_empty());
     assert!(!nothing.query_cut);
     assert_eq!(nothing.hint("reword").as_deref(), Some("reword"));
 
     let long = format!("read a file {}", "x".repeat(5_000));
-    let cut = engine.search(&request(&long, None)).await.unwrap();
+    let cut = engine
+        .search(&discovery::Caller::local(), &request(&long, None))
+        .await
+        .unwrap();
     assert!(cut.query_cut);
     assert!(cut.hint("reword").unwrap().contains("cut"));
 }

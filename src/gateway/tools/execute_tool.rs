@@ -8,6 +8,7 @@ use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::caller::Caller;
 use crate::config::SecuritySpec;
 use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::{Error, Result};
@@ -50,7 +51,12 @@ pub struct ExecuteTool {
 }
 
 impl ExecuteTool {
-    pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> Result<CallToolResult> {
+    pub async fn apply(
+        self,
+        engine: &Engine,
+        caller: &Caller,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult> {
         let options = ExecuteOptions {
             timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(context.ct.clone()),
@@ -60,7 +66,9 @@ impl ExecuteTool {
         // named, checked and bounded (`gateway::forwarded`).
         let forwarder = requests_to_client(context, &self.server, engine.security());
         let _forwarding = crate::upstream::forward_requests(&self.server, forwarder);
-        engine.execute(&self.server, &self.tool, self.arguments, options).await
+        engine
+            .execute(caller, &self.server, &self.tool, self.arguments, options)
+            .await
     }
 }
 

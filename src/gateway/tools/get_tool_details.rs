@@ -4,6 +4,7 @@ use rmcp::model::Tool;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::caller::Caller;
 use crate::engine::{Engine, ToolDetails};
 use crate::error::Result;
 
@@ -32,7 +33,7 @@ pub struct GetToolDetails {
 }
 
 impl GetToolDetails {
-    pub async fn apply(self, engine: &Engine) -> Result<ToolDetails> {
-        engine.tool_details(&self.server, &self.tool).await
+    pub async fn apply(self, engine: &Engine, caller: &Caller) -> Result<ToolDetails> {
+        engine.tool_details(caller, &self.server, &self.tool).await
     }
 }

@@ -4,6 +4,7 @@ use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::caller::Caller;
 use crate::engine::{Engine, ServerInfo};
 
 pub const NAME: &str = "list_mcp_servers";
@@ -63,9 +64,16 @@ fn skipped_hint(skipped: &[crate::consent::Skipped], env: &crate::config::Enviro
 }
 
 impl ListServers {
-    pub async fn apply(self, engine: &Engine) -> Output {
-        let servers = engine.list_servers().await;
-        let hint = skipped_hint(&engine.skipped(), &crate::config::Environment::current())
+    pub async fn apply(self, engine: &Engine, caller: &Caller) -> Output {
+        let servers = engine.list_servers(caller).await;
+        // Only the local user can approve a project config; its files are none of a remote
+        // caller's business.
+        let skipped = if caller.is_local() {
+            engine.skipped()
+        } else {
+            Vec::new()
+        };
+        let hint = skipped_hint(&skipped, &crate::config::Environment::current())
             .or_else(|| servers.is_empty().then(|| NO_SERVERS_HINT.to_owned()));
         Output {
             servers,

@@ -4,6 +4,7 @@ use rmcp::model::Tool;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::caller::Caller;
 use crate::engine::{Engine, ServerTools};
 use crate::error::Result;
 
@@ -33,7 +34,7 @@ pub struct ListTools {
 }
 
 impl ListTools {
-    pub async fn apply(self, engine: &Engine) -> Result<ServerTools> {
-        engine.list_tools(&self.server, self.include_disabled).await
+    pub async fn apply(self, engine: &Engine, caller: &Caller) -> Result<ServerTools> {
+        engine.list_tools(caller, &self.server, self.include_disabled).await
     }
 }

@@ -4,6 +4,7 @@ use rmcp::model::Tool;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::caller::Caller;
 use crate::engine::{Engine, SearchRequest, SearchResult};
 use crate::error::Result;
 
@@ -49,14 +50,17 @@ pub struct SearchBody {
 }
 
 impl SearchTools {
-    pub async fn apply(self, engine: &Engine) -> Result<SearchBody> {
+    pub async fn apply(self, engine: &Engine, caller: &Caller) -> Result<SearchBody> {
         let response = engine
-            .search(&SearchRequest {
-                query: self.query,
-                server: self.server,
-                limit: self.limit,
-                include_disabled: false,
-            })
+            .search(
+                caller,
+                &SearchRequest {
+                    query: self.query,
+                    server: self.server,
+                    limit: self.limit,
+                    include_disabled: false,
+                },
+            )
             .await?;
         let hint = response.hint(NO_RESULTS);
         Ok(SearchBody {
