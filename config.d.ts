@@ -31,6 +31,12 @@ export interface CacheConfig {
   ttl?: number
 }
 
+/** The named `confirm` modes. */
+export type ConfirmMode = "when-supported"
+
+/** `confirm` of a tool rule. */
+export type ConfirmSpec = boolean | ConfirmMode
+
 /** The `discovery` section as written. */
 export interface DiscoveryConfig {
   /**
@@ -52,6 +58,12 @@ export interface DiscoveryConfig {
    * decides; any `enabled: true` turns on whitelist mode).
    */
   toolRules?: Array<ToolRule>
+  /**
+   * Tools shown to the client directly, beside the five meta-tools: `server:tool` patterns
+   * (globs, `/regex/flags`, a leading `!` hides), read in order. Named
+   * `<server>__<tool>` (or a rewritten name with a hash when that is not a valid name).
+   */
+  expose?: Array<string>
   /** Default for every server's `idleTimeoutMs`. */
   idleTimeoutMs?: number | null
   /** Larger tool results are cut, with a marker saying so. */
@@ -236,6 +248,12 @@ export interface ToolRule {
   enabled?: boolean | null
   /** Added from every matching rule. */
   tags?: Array<string>
+  /**
+   * Ask the human before each call: `true` (refused when the client cannot ask),
+   * `"when-supported"` (asked when the client can, run otherwise) or `false`. The first
+   * matching rule that sets this decides.
+   */
+  confirm?: ConfirmSpec | null
 }
 
 /** Transport of a server. */

@@ -12,6 +12,7 @@
 mod cap;
 mod dto;
 mod execute;
+mod exposed;
 mod offers;
 mod state;
 mod trust;
@@ -33,6 +34,7 @@ use state::State;
 pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
+pub use exposed::ExposedTool;
 pub use dto::{
     ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,
     ToolSummary,
@@ -363,7 +365,10 @@ impl Engine {
     /// `SERVER_NOT_FOUND`, `TOOL_NOT_FOUND`, `SERVER_CONNECTION_ERROR` when the server's tools
     /// were never listed, `CONFIGURATION_ERROR` when the cache (where pins live) is off.
     pub async fn trust_tools(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
-        self.current().trust(server, tool).await
+        let state = self.current();
+        let trusted = state.trust(server, tool).await;
+        state.tools_changed.send_replace(());
+        trusted
     }
 
     /// Run a tool on its server and return the server's result unchanged.
@@ -430,6 +435,7 @@ impl Engine {
         let next = Arc::new(next);
         *self.state.write().expect("engine state lock is never poisoned") = next.clone();
         next.ensure_started();
+        next.tools_changed.send_replace(());
         let summary = ReloadSummary {
             kept: changes.kept,
             restarted: changes.restarted,

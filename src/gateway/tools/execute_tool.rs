@@ -50,6 +50,16 @@ pub struct ExecuteTool {
 }
 
 impl ExecuteTool {
+    /// The call of `server`'s `tool` that a tool shown directly stands for (`gateway::exposed`).
+    pub(crate) fn new(server: String, tool: String, arguments: Option<Value>) -> Self {
+        Self {
+            server,
+            tool,
+            arguments,
+            timeout_ms: None,
+        }
+    }
+
     pub async fn apply(self, engine: &Engine, context: &RequestContext<RoleServer>) -> Result<CallToolResult> {
         let options = ExecuteOptions {
             timeout_ms: checked_timeout(self.timeout_ms)?,
