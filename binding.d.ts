@@ -32,6 +32,7 @@ export type ErrorCode =
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
   | 'TOOL_BLOCKED'
+  | 'TOOL_NOT_CONFIRMED'
 
 /**
  * The discovery engine: the same engine the MCP gateway serves, for TypeScript code.

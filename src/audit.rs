@@ -116,6 +116,9 @@ pub struct AuditEntry<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,
     pub duration_ms: f64,
+    /// The human's answer when a toolRules `confirm` covered the call (`crate::confirm::Answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<&'static str>,
 }
 
 /// The audit log of one engine.
@@ -178,6 +181,7 @@ impl AuditLog {
         arguments: Option<&Map<String, Value>>,
         outcome: Result<bool, crate::error::ErrorCode>,
         duration: Duration,
+        confirm: Option<&'static str>,
     ) {
         let entry = AuditEntry {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -194,6 +198,7 @@ impl AuditLog {
             },
             error_code: outcome.err().map(crate::error::ErrorCode::as_str),
             duration_ms: (duration.as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
+            confirm,
         };
         let line = serde_json::to_string(&entry).expect("an audit entry serializes: strings and numbers");
         // A model may pass a key it saw as an argument (or a tool name); the file keeps none.
@@ -383,13 +388,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
         let args = json!({ "token": "s3cret", "path": "/x" });
-        audit.record("fs", "read", args.as_object(), Ok(false), Duration::from_millis(12));
+        audit.record("fs", "read", args.as_object(), Ok(false), Duration::from_millis(12), None);
         audit.record(
             "fs",
             "write",
             None,
             Err(crate::error::ErrorCode::ToolDisabled),
-            Duration::ZERO,
+            Duration::ZERO, None,
         );
         let text = std::fs::read_to_string(audit.path()).unwrap();
         assert!(!text.contains("s3cret"));
@@ -405,7 +410,7 @@ mod tests {
     fn values_only_when_configured() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), true, 1 << 20);
-        audit.record("s", "t", json!({ "q": "v" }).as_object(), Ok(true), Duration::ZERO);
+        audit.record("s", "t", json!({ "q": "v" }).as_object(), Ok(true), Duration::ZERO, None);
         assert_eq!(lines(audit.path())[0]["arguments"], json!({ "q": "v" }));
         assert_eq!(lines(audit.path())[0]["outcome"], "tool_error");
     }
@@ -415,7 +420,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 300);
         for _ in 0..5 {
-            audit.record("server", "tool", None, Ok(false), Duration::ZERO);
+            audit.record("server", "tool", None, Ok(false), Duration::ZERO, None);
         }
         let current = std::fs::metadata(audit.path()).unwrap().len();
         assert!(current <= 300, "{current}");
@@ -482,7 +487,7 @@ mod tests {
             "t",
             json!({ "q": "echo owned" }).as_object(),
             Ok(false),
-            Duration::ZERO,
+            Duration::ZERO, None,
         );
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "export PATH=/usr/bin\n");
         #[cfg(unix)]
@@ -500,7 +505,7 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::write(&target, "").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("audit.jsonl")).unwrap();
-        log(dir.path(), false, 1 << 20).record("s", "t", None, Ok(false), Duration::ZERO);
+        log(dir.path(), false, 1 << 20).record("s", "t", None, Ok(false), Duration::ZERO, None);
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "",
@@ -515,15 +520,15 @@ mod tests {
     fn an_existing_log_is_appended_to_and_a_foreign_rotation_target_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
-        audit.record("s", "t", None, Ok(false), Duration::ZERO);
+        audit.record("s", "t", None, Ok(false), Duration::ZERO, None);
         let again = log(dir.path(), false, 1 << 20);
-        again.record("s", "u", None, Ok(false), Duration::ZERO);
+        again.record("s", "u", None, Ok(false), Duration::ZERO, None);
         assert_eq!(lines(again.path()).len(), 2);
 
         let small = log(dir.path(), false, 10);
         let rotated = dir.path().join("audit.jsonl.1");
         std::fs::write(&rotated, "precious\n").unwrap();
-        small.record("s", "v", None, Ok(false), Duration::ZERO);
+        small.record("s", "v", None, Ok(false), Duration::ZERO, None);
         assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "precious\n");
     }
 }

@@ -7,6 +7,9 @@
 //! through elicitation, the CLI on its terminal); this module owns the decision and the
 //! question's text: server, tool and arguments, secrets scrubbed and size-bounded.
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::config::{ConfirmMode, ConfirmSpec};
@@ -76,26 +79,60 @@ pub fn shown_arguments(arguments: Option<&Value>) -> String {
     format!("{}… ({} bytes in all)", &text[..end], text.len())
 }
 
-/// Why a call that needed a yes did not run: what the model reads and the audit keeps.
+/// How a face asks its human: given the question, the answer. A face that cannot ask (a
+/// client without elicitation, no terminal) gives none.
+pub type Asker = Arc<dyn Fn(String) -> BoxFuture<'static, Answer> + Send + Sync>;
+
+/// The human's answer, or how the call went on without one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// The human said no.
+pub enum Answer {
+    /// Yes.
+    Accepted,
+    /// No.
     Declined,
-    /// The human dismissed the question.
+    /// The question was dismissed (or could not be put): no yes.
     Cancelled,
-    /// Nobody could be asked.
-    CannotAsk,
+    /// Said beforehand (the CLI's `--yes`).
+    Preapproved,
+    /// Nobody could be asked: refused under `confirm: true`.
+    Unasked,
+    /// Nobody could be asked and `confirm: "when-supported"` let the call run.
+    Unsupported,
 }
 
-impl Refusal {
-    /// The word the audit log keeps (`confirm` field).
+impl Answer {
+    /// Whether the call may run.
+    #[must_use]
+    pub fn allows(self) -> bool {
+        matches!(self, Self::Accepted | Self::Preapproved | Self::Unsupported)
+    }
+
+    /// The word the audit log keeps (its `confirm` field).
     #[must_use]
     pub fn audit_word(self) -> &'static str {
         match self {
+            Self::Accepted => "accepted",
             Self::Declined => "declined",
             Self::Cancelled => "cancelled",
-            Self::CannotAsk => "unasked",
+            Self::Preapproved => "preapproved",
+            Self::Unasked => "unasked",
+            Self::Unsupported => "unsupported",
         }
+    }
+}
+
+/// Ask through `asker` (if any) whether `server`'s `tool` may run with `arguments`, as
+/// `confirm` says.
+pub async fn ask(
+    confirm: Confirm,
+    asker: Option<&Asker>,
+    (server, tool): (&str, &str),
+    arguments: Option<&Value>,
+) -> Answer {
+    match (asker, confirm) {
+        (Some(asker), _) => asker(question(server, tool, arguments)).await,
+        (None, Confirm::Required) => Answer::Unasked,
+        (None, Confirm::WhenSupported) => Answer::Unsupported,
     }
 }
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::cap_result;
 use super::dto::ExecuteOptions;
 use super::state::{Server, State};
+use crate::confirm::Answer;
 use crate::error::{Error, Result};
 use crate::upstream::{CallError, UpstreamError};
 
@@ -21,6 +22,7 @@ impl State {
         tool: &str,
         arguments: Option<&Value>,
         options: ExecuteOptions,
+        answered: &mut Option<Answer>,
     ) -> Result<CallToolResult> {
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
@@ -53,6 +55,19 @@ impl State {
             Some(arguments) => self.validators.check(&entry, arguments)?,
             // Absent arguments are checked as `{}` (an empty map does not allocate).
             None => self.validators.check(&entry, &mut Value::Object(JsonObject::new()))?,
+        }
+        // Last before the call: the human is asked only about a call that would run.
+        if let Some(confirm) = self.config.confirm().decide(server, tool) {
+            let asked = crate::confirm::ask(confirm, options.confirm.as_ref(), (server, tool), arguments.as_ref());
+            let answer = or_cancelled(&cancel, asked).await.unwrap_or(Answer::Cancelled);
+            *answered = Some(answer);
+            if !answer.allows() {
+                return Err(Error::NotConfirmed {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    answer,
+                });
+            }
         }
         // The config's timeout, not the handle's: a reload may have changed it and kept the server.
         let options = ExecuteOptions {
@@ -87,13 +102,21 @@ impl State {
         arguments: Option<&JsonObject>,
         outcome: &Result<CallToolResult>,
         started: Instant,
+        answered: Option<Answer>,
     ) {
         if let Some(audit) = &self.audit {
             let outcome = match outcome {
                 Ok(result) => Ok(result.is_error == Some(true)),
                 Err(error) => Err(error.code()),
             };
-            audit.record(server, tool, arguments, outcome, started.elapsed());
+            audit.record(
+                server,
+                tool,
+                arguments,
+                outcome,
+                started.elapsed(),
+                answered.map(Answer::audit_word),
+            );
         }
     }
 }

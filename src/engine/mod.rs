@@ -395,19 +395,23 @@ impl Engine {
         };
         match arguments {
             Ok(arguments) => {
-                let outcome = state.execute(server, tool, arguments.as_ref(), options).await;
+                let mut answered = None;
+                let outcome = state
+                    .execute(server, tool, arguments.as_ref(), options, &mut answered)
+                    .await;
                 state.audit(
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
                     &outcome,
                     started,
+                    answered,
                 );
                 outcome
             }
             Err(error) => {
                 let outcome = Err(error);
-                state.audit(server, tool, None, &outcome, started);
+                state.audit(server, tool, None, &outcome, started, None);
                 outcome
             }
         }

@@ -32,3 +32,4 @@ export type ErrorCode =
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
   | 'TOOL_BLOCKED'
+  | 'TOOL_NOT_CONFIRMED'

@@ -433,6 +433,9 @@ impl JsDiscoveryEngine {
             timeout_ms,
             cancel: abort.as_ref().map(|a| a.token.clone()),
             progress: options.on_progress.map(progress_sink),
+            // Nobody to ask in-process: a `confirm: true` tool is refused, a
+            // `"when-supported"` one runs.
+            confirm: None,
         };
         let result = self
             .engine

@@ -65,6 +65,7 @@ impl ExecuteTool {
             timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
+            confirm: crate::gateway::confirm::asker(context),
         };
         // What the server asks its client during the call (elicitation, sampling) goes to ours,
         // named, checked and bounded (`gateway::forwarded`).

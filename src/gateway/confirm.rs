@@ -1,0 +1,68 @@
+//! The gateway's way of asking the human before a call a toolRules `confirm` covers: a form
+//! elicitation to the client with the question `crate::confirm` words (server, tool, the
+//! arguments scrubbed and bounded) and no field to fill, so accept is the yes. A client that
+//! did not declare elicitation cannot be asked: the engine then refuses or runs the call as
+//! the rule says.
+
+use std::sync::Arc;
+
+use rmcp::model::{ClientResult, ElicitationAction, ServerRequest};
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::json;
+
+use crate::confirm::{Answer, Asker};
+
+/// The asker for this request's client, or `None` when it cannot be asked.
+pub(super) fn asker(context: &RequestContext<RoleServer>) -> Option<Asker> {
+    let peer = context.peer.clone();
+    let can_ask = peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some());
+    if !can_ask {
+        return None;
+    }
+    Some(Arc::new(move |question: String| {
+        let peer = peer.clone();
+        Box::pin(async move {
+            match peer.send_request(question_request(question)).await {
+                Ok(ClientResult::ElicitResult(result)) => match result.action {
+                    ElicitationAction::Accept => Answer::Accepted,
+                    ElicitationAction::Decline => Answer::Declined,
+                    // Cancel, and any action a later protocol adds: no yes.
+                    _ => Answer::Cancelled,
+                },
+                Ok(_) => {
+                    tracing::warn!("the client answered the confirmation with something else; the call does not run");
+                    Answer::Cancelled
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "the client did not answer the confirmation; the call does not run");
+                    Answer::Cancelled
+                }
+            }
+        })
+    }))
+}
+
+/// The form elicitation that puts `question`: nothing to fill in, accept is the yes.
+fn question_request(question: String) -> ServerRequest {
+    serde_json::from_value(json!({
+        "method": "elicitation/create",
+        "params": { "mode": "form", "message": question, "requestedSchema": { "type": "object", "properties": {} } }
+    }))
+    .expect("a form elicitation of a message and an empty schema parses")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_question_is_a_form_elicitation_with_nothing_to_fill() {
+        let request = serde_json::to_value(question_request("Allow?".into())).unwrap();
+        assert_eq!(request["method"], "elicitation/create");
+        assert_eq!(request["params"]["message"], "Allow?");
+        assert_eq!(request["params"]["requestedSchema"]["properties"], json!({}));
+    }
+}
