@@ -101,6 +101,25 @@ fn expand_home(written: &str, home: Option<&Path>) -> Result<PathBuf, AuditPathE
     Ok(home.join(rest))
 }
 
+/// Where the log `spec` names goes on this machine (see [`resolve_path`]).
+///
+/// # Errors
+/// As [`resolve_path`].
+pub fn log_path(spec: &AuditSpec, users_own: bool) -> Result<PathBuf, AuditPathError> {
+    let home = crate::config::Environment::current().home;
+    let state_dir = crate::paths::state_dir();
+    resolve_path(spec.path.as_deref(), users_own, home.as_deref(), state_dir.as_deref())
+}
+
+/// The log at `path` and its rotated predecessor, oldest first, as far as they exist.
+#[must_use]
+pub fn log_files(path: &Path) -> Vec<PathBuf> {
+    [suffixed(path, ".1"), path.to_owned()]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// One audited call.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -151,9 +170,7 @@ impl AuditLog {
         if !spec.enabled {
             return None;
         }
-        let home = crate::config::Environment::current().home;
-        let state_dir = crate::paths::state_dir();
-        let path = match resolve_path(spec.path.as_deref(), users_own, home.as_deref(), state_dir.as_deref()) {
+        let path = match log_path(spec, users_own) {
             Ok(path) => path,
             Err(error) => {
                 tracing::warn!(%error, "no audit log");

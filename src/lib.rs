@@ -60,6 +60,7 @@ pub(crate) mod secret_store;
 pub mod secrets;
 pub(crate) mod setup;
 pub mod shutdown;
+pub mod stats;
 pub mod trust;
 pub(crate) mod upstream;
 pub(crate) mod watch;

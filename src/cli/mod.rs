@@ -33,6 +33,7 @@ mod reload;
 mod search;
 mod secret;
 mod setup;
+mod stats;
 mod tools;
 mod trust;
 
@@ -109,8 +110,10 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Show a tool's description and parameters (exit 2 when not found, 3 when its server cannot be reached).
     Inspect(inspect::InspectArgs),
-    /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules).
+    /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules or not confirmed).
     Execute(execute::ExecuteArgs),
+    /// Calls, errors by code and latency per server and tool, from the audit log.
+    Stats(stats::StatsArgs),
     /// Show, check and locate the configuration.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
@@ -387,6 +390,10 @@ const CATALOG_HINT: &str =
 
 /// Run an engine command until it ends or `shutdown` interrupts it; close the engine either way.
 async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Future<Output = ()>) -> i32 {
+    // Counted from the audit log: no server is started.
+    if let Command::Stats(args) = &command {
+        return stats::run(args, &engine, &ui);
+    }
     let only = command.only_server().map(str::to_owned);
     match &only {
         Some(server) => engine.start_only(&[server]),
@@ -407,6 +414,7 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
             Command::Serve
+            | Command::Stats(_)
             | Command::Config(_)
             | Command::Completions(_)
             | Command::Auth(_)

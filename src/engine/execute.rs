@@ -2,7 +2,7 @@
 //! trust (`discovery.security`), schema, call through the handle, cap the result; and the
 //! audit record of it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use serde_json::Value;
@@ -101,7 +101,7 @@ impl State {
         tool: &str,
         arguments: Option<&JsonObject>,
         outcome: &Result<CallToolResult>,
-        started: Instant,
+        took: Duration,
         answered: Option<Answer>,
     ) {
         if let Some(audit) = &self.audit {
@@ -114,7 +114,7 @@ impl State {
                 tool,
                 arguments,
                 outcome,
-                started.elapsed(),
+                took,
                 answered.map(Answer::audit_word),
             );
         }

@@ -73,6 +73,8 @@ pub struct Engine {
     reloading: Arc<tokio::sync::Mutex<()>>,
     /// Which server owns each resource URI the client was given (`offers`).
     routes: Arc<offers::Routes>,
+    /// Every call's outcome and latency while serving (kept across reloads).
+    stats: Arc<crate::stats::Stats>,
 }
 
 impl Engine {
@@ -83,6 +85,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -95,6 +98,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::with_catalog(catalog.into())))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -399,22 +403,71 @@ impl Engine {
                 let outcome = state
                     .execute(server, tool, arguments.as_ref(), options, &mut answered)
                     .await;
+                // One duration for both records: the statistics rebuilt from the log match.
+                let took = started.elapsed();
                 state.audit(
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
                     &outcome,
-                    started,
+                    took,
                     answered,
                 );
+                self.count(server, tool, &outcome, took);
                 outcome
             }
             Err(error) => {
                 let outcome = Err(error);
-                state.audit(server, tool, None, &outcome, started, None);
+                let took = started.elapsed();
+                state.audit(server, tool, None, &outcome, took, None);
+                self.count(server, tool, &outcome, took);
                 outcome
             }
         }
+    }
+
+    /// Add one call to the statistics.
+    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, took: Duration) {
+        let outcome = match outcome {
+            Ok(result) if result.is_error == Some(true) => crate::stats::Outcome::ToolError,
+            Ok(_) => crate::stats::Outcome::Ok,
+            Err(error) => crate::stats::Outcome::Error(error.code().as_str()),
+        };
+        self.stats.record(server, tool, outcome, took);
+    }
+
+    /// Calls, outcomes and latency of every tool called through this engine (or of one
+    /// server's), since it was made.
+    #[must_use]
+    pub fn stats(&self, server: Option<&str>) -> crate::stats::StatsSnapshot {
+        self.stats.snapshot(server)
+    }
+
+    /// The same statistics rebuilt from the audit log the config names (with its rotated
+    /// predecessor): calls of every gateway that wrote there. Also returns how many lines were
+    /// not audit entries.
+    ///
+    /// # Errors
+    /// `CONFIGURATION_ERROR` when the audit log is off or has no place on this machine.
+    pub fn audit_stats(&self, filter: &crate::stats::AuditFilter) -> Result<(crate::stats::StatsSnapshot, usize)> {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        let spec = &state.config.discovery.audit;
+        let origin = state.config.origin.clone();
+        if !spec.enabled {
+            return Err(Error::config(
+                origin,
+                "discovery.audit.enabled",
+                "the audit log is off, so there is nothing to count: turn it on to keep statistics across restarts",
+            ));
+        }
+        let users_own = state.config.scope == crate::config::Scope::User;
+        let path = crate::audit::log_path(spec, users_own)
+            .map_err(|error| Error::config(origin, "discovery.audit.path", error.to_string()))?;
+        let files = crate::audit::log_files(&path)
+            .into_iter()
+            .filter_map(|file| std::fs::File::open(file).ok())
+            .map(std::io::BufReader::new);
+        Ok(crate::stats::from_audit_lines(files, filter))
     }
 
     /// Apply `config`, or the config read again from where the current one came from,

@@ -481,6 +481,15 @@ impl JsDiscoveryEngine {
         self.engine.config()
     }
 
+    /// Calls, outcomes (ok, the server's `isError`, the gateway's errors by code) and
+    /// latency per server and tool, of every call made through this engine (or one server's).
+    #[napi(ts_return_type = "StatsSnapshot")]
+    #[must_use]
+    pub fn get_stats(&self, server: Option<String>) -> Value {
+        serde_json::to_value(self.engine.stats(server.as_deref()))
+            .expect("statistics serialize: strings and numbers")
+    }
+
     /// The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or
     /// `failed`; `detail` is the model's id when on and why when failed.
     #[napi]
