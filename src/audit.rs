@@ -405,13 +405,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
         let args = json!({ "token": "s3cret", "path": "/x" });
-        audit.record("fs", "read", args.as_object(), Ok(false), Duration::from_millis(12), None);
+        audit.record(
+            "fs",
+            "read",
+            args.as_object(),
+            Ok(false),
+            Duration::from_millis(12),
+            None,
+        );
         audit.record(
             "fs",
             "write",
             None,
             Err(crate::error::ErrorCode::ToolDisabled),
-            Duration::ZERO, None,
+            Duration::ZERO,
+            None,
         );
         let text = std::fs::read_to_string(audit.path()).unwrap();
         assert!(!text.contains("s3cret"));
@@ -427,7 +435,14 @@ mod tests {
     fn values_only_when_configured() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), true, 1 << 20);
-        audit.record("s", "t", json!({ "q": "v" }).as_object(), Ok(true), Duration::ZERO, None);
+        audit.record(
+            "s",
+            "t",
+            json!({ "q": "v" }).as_object(),
+            Ok(true),
+            Duration::ZERO,
+            None,
+        );
         assert_eq!(lines(audit.path())[0]["arguments"], json!({ "q": "v" }));
         assert_eq!(lines(audit.path())[0]["outcome"], "tool_error");
     }
@@ -504,7 +519,8 @@ mod tests {
             "t",
             json!({ "q": "echo owned" }).as_object(),
             Ok(false),
-            Duration::ZERO, None,
+            Duration::ZERO,
+            None,
         );
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "export PATH=/usr/bin\n");
         #[cfg(unix)]

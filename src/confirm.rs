@@ -169,7 +169,10 @@ mod tests {
             "delete_repo",
             Some(&json!({ "repo": "a/b", "token": "sk-confirm-test-0123456789abcdef" })),
         );
-        assert!(asked.starts_with("Allow the call of tool `delete_repo` on server `github`?"), "{asked}");
+        assert!(
+            asked.starts_with("Allow the call of tool `delete_repo` on server `github`?"),
+            "{asked}"
+        );
         assert!(asked.contains("\"repo\":\"a/b\""), "{asked}");
         assert!(!asked.contains("sk-confirm-test"), "{asked}");
         let long = shown_arguments(Some(&json!({ "text": "y".repeat(10_000) })));

@@ -119,7 +119,12 @@ mod tests {
 
     #[test]
     fn entries_match_server_and_tool_in_order() {
-        let list = expose(&["!github:*delete*", "github:*_issue", "filesystem:read_text_file", "*:echo"]);
+        let list = expose(&[
+            "!github:*delete*",
+            "github:*_issue",
+            "filesystem:read_text_file",
+            "*:echo",
+        ]);
         assert!(list.shows("github", "create_issue"));
         assert!(!list.shows("github", "delete_issue"), "the negation comes first");
         assert!(!list.shows("gitlab", "create_issue"));
@@ -145,15 +150,17 @@ mod tests {
 
     #[test]
     fn plain_names_when_readable_and_short() {
-        assert_eq!(exposed_name("filesystem", "read_text_file"), "filesystem__read_text_file");
+        assert_eq!(
+            exposed_name("filesystem", "read_text_file"),
+            "filesystem__read_text_file"
+        );
         assert_eq!(exposed_name("my-server", "get-thing"), "my-server__get-thing");
     }
 
     #[test]
     fn other_names_are_rewritten_with_a_stable_hash() {
         let valid = |name: &str| {
-            name.len() <= MAX_NAME_CHARS
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            name.len() <= MAX_NAME_CHARS && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
         };
         let long = exposed_name("server", &"x".repeat(100));
         assert!(valid(&long) && long.starts_with("server__xxx"), "{long}");

@@ -32,12 +32,12 @@ pub struct StatsArgs {
 /// `--since`: a duration back from now, or a time.
 fn parse_since(text: &str) -> Result<SystemTime, String> {
     if let Ok(back) = humantime::parse_duration(text) {
-        return Ok(SystemTime::now()
-            .checked_sub(back)
-            .unwrap_or(SystemTime::UNIX_EPOCH));
+        return Ok(SystemTime::now().checked_sub(back).unwrap_or(SystemTime::UNIX_EPOCH));
     }
     humantime::parse_rfc3339_weak(text).map_err(|_| {
-        format!("`{text}` is neither a duration (`30m`, `12h`, `1d`, `2w`) nor an RFC 3339 time (`2026-11-01T00:00:00Z`)")
+        format!(
+            "`{text}` is neither a duration (`30m`, `12h`, `1d`, `2w`) nor an RFC 3339 time (`2026-11-01T00:00:00Z`)"
+        )
     })
 }
 
@@ -63,7 +63,13 @@ pub fn run(args: &StatsArgs, engine: &Engine, ui: &Ui) -> i32 {
     };
     match engine.audit_stats(&filter) {
         Ok((stats, skipped_lines)) => {
-            ui.result(&Shown { stats: &stats, skipped_lines }, || human(&stats));
+            ui.result(
+                &Shown {
+                    stats: &stats,
+                    skipped_lines,
+                },
+                || human(&stats),
+            );
             exit::OK
         }
         Err(error) => ui.error(&error),
@@ -75,7 +81,18 @@ fn human(stats: &StatsSnapshot) -> String {
     if stats.tools.is_empty() {
         return "no calls recorded\n".to_owned();
     }
-    let header = ["TOOL", "CALLS", "OK", "ISERROR", "ERRORS", "P50", "P95", "MAX", "LAST CALL"].map(str::to_owned);
+    let header = [
+        "TOOL",
+        "CALLS",
+        "OK",
+        "ISERROR",
+        "ERRORS",
+        "P50",
+        "P95",
+        "MAX",
+        "LAST CALL",
+    ]
+    .map(str::to_owned);
     let rows: Vec<[String; 9]> = stats.tools.iter().map(row).collect();
     let mut widths = header.clone().map(|h| h.chars().count());
     for row in &rows {

@@ -101,7 +101,7 @@ impl State {
         tool: &str,
         arguments: Option<&JsonObject>,
         outcome: &Result<CallToolResult>,
-        took: Duration,
+        elapsed: Duration,
         answered: Option<Answer>,
     ) {
         if let Some(audit) = &self.audit {
@@ -114,7 +114,7 @@ impl State {
                 tool,
                 arguments,
                 outcome,
-                took,
+                elapsed,
                 answered.map(Answer::audit_word),
             );
         }

@@ -67,13 +67,20 @@ fn exposed(state: &State, reserved: &HashSet<&str>) -> Vec<ExposedTool> {
     let catalog = state.read_catalog();
     let mut taken: HashSet<String> = HashSet::new();
     let mut shown = Vec::new();
-    for entry in catalog.tools().filter(|e| runnable(e) && expose.shows(&e.server, e.name())) {
+    for entry in catalog
+        .tools()
+        .filter(|e| runnable(e) && expose.shows(&e.server, e.name()))
+    {
         let name = crate::expose::exposed_name(&entry.server, entry.name());
         if reserved.contains(name.as_str()) || !taken.insert(name.clone()) {
             tracing::warn!(tool = %entry.id(), %name, "not exposed: another exposed tool has its name");
             continue;
         }
-        let mut definition = Tool::new(name.clone(), entry.description().to_owned(), entry.tool.input_schema.clone());
+        let mut definition = Tool::new(
+            name.clone(),
+            entry.description().to_owned(),
+            entry.tool.input_schema.clone(),
+        );
         definition.annotations.clone_from(&entry.tool.annotations);
         shown.push(ExposedTool {
             name,

@@ -34,11 +34,11 @@ use state::State;
 pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
-pub use exposed::ExposedTool;
 pub use dto::{
     ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerTools, ToolDetails,
     ToolSummary,
 };
+pub use exposed::ExposedTool;
 
 /// How long a search waits for servers still starting before answering with what it has
 /// (and saying how many are pending). Servers with a snapshot never make it wait.
@@ -404,36 +404,36 @@ impl Engine {
                     .execute(server, tool, arguments.as_ref(), options, &mut answered)
                     .await;
                 // One duration for both records: the statistics rebuilt from the log match.
-                let took = started.elapsed();
+                let elapsed = started.elapsed();
                 state.audit(
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
                     &outcome,
-                    took,
+                    elapsed,
                     answered,
                 );
-                self.count(server, tool, &outcome, took);
+                self.count(server, tool, &outcome, elapsed);
                 outcome
             }
             Err(error) => {
                 let outcome = Err(error);
-                let took = started.elapsed();
-                state.audit(server, tool, None, &outcome, took, None);
-                self.count(server, tool, &outcome, took);
+                let elapsed = started.elapsed();
+                state.audit(server, tool, None, &outcome, elapsed, None);
+                self.count(server, tool, &outcome, elapsed);
                 outcome
             }
         }
     }
 
     /// Add one call to the statistics.
-    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, took: Duration) {
+    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, elapsed: Duration) {
         let outcome = match outcome {
             Ok(result) if result.is_error == Some(true) => crate::stats::Outcome::ToolError,
             Ok(_) => crate::stats::Outcome::Ok,
             Err(error) => crate::stats::Outcome::Error(error.code().as_str()),
         };
-        self.stats.record(server, tool, outcome, took);
+        self.stats.record(server, tool, outcome, elapsed);
     }
 
     /// Calls, outcomes and latency of every tool called through this engine (or of one

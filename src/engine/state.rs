@@ -88,7 +88,13 @@ impl State {
             &config,
             &changes.kept,
         );
-        let next = Self::assemble(config, upstream, self.events.clone(), catalog, self.tools_changed.clone());
+        let next = Self::assemble(
+            config,
+            upstream,
+            self.events.clone(),
+            catalog,
+            self.tools_changed.clone(),
+        );
         (next, changes)
     }
 

@@ -120,7 +120,7 @@ impl Announcer {
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    changed = changes.changed() => if changed.is_err() { return },
+                    next = changes.changed() => if next.is_err() { return },
                 }
                 tokio::time::sleep(COALESCE).await;
                 changes.mark_unchanged();

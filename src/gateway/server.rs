@@ -16,8 +16,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::exposed;
+use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::offers;
 use super::wire::LineTransport;
 use crate::engine::Engine;

@@ -486,8 +486,7 @@ impl JsDiscoveryEngine {
     #[napi(ts_return_type = "StatsSnapshot")]
     #[must_use]
     pub fn get_stats(&self, server: Option<String>) -> Value {
-        serde_json::to_value(self.engine.stats(server.as_deref()))
-            .expect("statistics serialize: strings and numbers")
+        serde_json::to_value(self.engine.stats(server.as_deref())).expect("statistics serialize: strings and numbers")
     }
 
     /// The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or

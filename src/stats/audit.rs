@@ -33,7 +33,10 @@ struct Line {
 
 /// The counters of every line of `files` (oldest first) that `filter` keeps; lines that are not
 /// audit entries are skipped. Also returns how many were skipped.
-pub fn from_audit_lines<R: BufRead>(files: impl IntoIterator<Item = R>, filter: &AuditFilter) -> (StatsSnapshot, usize) {
+pub fn from_audit_lines<R: BufRead>(
+    files: impl IntoIterator<Item = R>,
+    filter: &AuditFilter,
+) -> (StatsSnapshot, usize) {
     let stats = Stats::default();
     let mut skipped = 0;
     for file in files {
@@ -99,6 +102,6 @@ not json
         };
         let (recent, _) = from_audit_lines([LOG.as_bytes()], &filter);
         assert_eq!(recent.calls(), 1);
-        assert_eq!(recent.tools[0].max_ms, 1.5);
+        assert!((recent.tools[0].max_ms - 1.5).abs() < f64::EPSILON);
     }
 }

@@ -80,7 +80,10 @@ impl Counters {
         self.recent.push_back(duration_ms);
         self.max_ms = self.max_ms.max(duration_ms);
         self.total_ms += duration_ms;
-        let bucket = BUCKETS_MS.iter().position(|&le| duration_ms <= le).unwrap_or(BUCKETS_MS.len());
+        let bucket = BUCKETS_MS
+            .iter()
+            .position(|&le| duration_ms <= le)
+            .unwrap_or(BUCKETS_MS.len());
         self.buckets[bucket] += 1;
         self.last_call = Some(self.last_call.map_or(at, |last| last.max(at)));
     }
@@ -97,7 +100,10 @@ impl Counters {
             .zip(self.buckets)
             .map(|(le, count)| {
                 cumulative += count;
-                Bucket { le_ms: le, count: cumulative }
+                Bucket {
+                    le_ms: le,
+                    count: cumulative,
+                }
             })
             .collect();
         let errors = self
@@ -117,9 +123,7 @@ impl Counters {
             p95_ms: percentile(&sorted, 0.95),
             max_ms: round(self.max_ms),
             total_ms: round(self.total_ms),
-            last_call: self
-                .last_call
-                .map(|t| humantime::format_rfc3339_millis(t).to_string()),
+            last_call: self.last_call.map(|t| humantime::format_rfc3339_millis(t).to_string()),
             buckets,
         }
     }
@@ -130,7 +134,11 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     round(sorted[rank - 1])
 }
@@ -194,7 +202,13 @@ pub struct Stats {
 impl Stats {
     /// Count one call of `server`'s `tool` that ended now.
     pub fn record(&self, server: &str, tool: &str, outcome: Outcome, duration: Duration) {
-        self.add(server, tool, outcome.key(), duration.as_secs_f64() * 1000.0, SystemTime::now());
+        self.add(
+            server,
+            tool,
+            outcome.key(),
+            duration.as_secs_f64() * 1000.0,
+            SystemTime::now(),
+        );
     }
 
     fn add(&self, server: &str, tool: &str, outcome: &str, duration_ms: f64, at: SystemTime) {
@@ -240,7 +254,12 @@ mod tests {
             stats.record("fs", "read", Outcome::Ok, Duration::from_millis(ms));
         }
         stats.record("fs", "read", Outcome::ToolError, Duration::from_millis(3));
-        stats.record("fs", "read", Outcome::Error("TOOL_EXECUTION_TIMEOUT"), Duration::from_millis(200));
+        stats.record(
+            "fs",
+            "read",
+            Outcome::Error("TOOL_EXECUTION_TIMEOUT"),
+            Duration::from_millis(200),
+        );
         stats.record("fs", "write", Outcome::Error("TOOL_DISABLED"), Duration::ZERO);
         let snapshot = stats.snapshot(None);
         assert_eq!(snapshot.calls(), 103);
@@ -249,8 +268,18 @@ mod tests {
         assert_eq!((read.calls, read.ok, read.tool_errors), (102, 100, 1));
         assert_eq!(read.errors, BTreeMap::from([("TOOL_EXECUTION_TIMEOUT".to_owned(), 1)]));
         assert_eq!((read.p50_ms, read.p95_ms, read.max_ms), (50.0, 96.0, 200.0));
-        assert_eq!(read.buckets.last().unwrap().count, 102, "the last bucket counts every call");
-        assert_eq!(read.buckets[0], Bucket { le_ms: Some(1.0), count: 1 });
+        assert_eq!(
+            read.buckets.last().unwrap().count,
+            102,
+            "the last bucket counts every call"
+        );
+        assert_eq!(
+            read.buckets[0],
+            Bucket {
+                le_ms: Some(1.0),
+                count: 1
+            }
+        );
         assert!(read.last_call.is_some());
         assert_eq!(stats.snapshot(Some("fs")).tools.len(), 2);
         assert!(stats.snapshot(Some("github")).tools.is_empty());
