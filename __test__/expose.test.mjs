@@ -4,12 +4,13 @@
 // disabled or negated tool is never shown, the context cost is reported in o200k tokens, and a
 // reload that changes the set sends tools/list_changed.
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { getEncoding } from 'js-tiktoken';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { call, referenceServer, startGateway, tempDir, waitFor, writeConfig } from './helpers.mjs';
+import { bin, call, isolatedEnv, referenceServer, startGateway, tempDir, waitFor, writeConfig } from './helpers.mjs';
 
 const META_TOOLS = ['list_mcp_servers', 'search_tools', 'list_tools', 'get_tool_details', 'execute_tool'];
 
@@ -27,13 +28,14 @@ describe('tools shown directly', () => {
   let gateway;
   let configPath;
   const stateDir = tempDir('anygpt-discovery-state-');
+  const cacheDir = tempDir('anygpt-discovery-cache-');
   const auditLines = () => readFileSync(join(stateDir, 'audit.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
 
   before(async () => {
     configPath = writeConfig(
       configOf(['!memory:delete_*', 'everything:echo', 'everything:get-sum', 'memory:*_entities']),
     );
-    gateway = await startGateway(configPath, { ANYGPT_DISCOVERY_STATE_DIR: stateDir });
+    gateway = await startGateway(configPath, { ANYGPT_DISCOVERY_STATE_DIR: stateDir, ANYGPT_DISCOVERY_CACHE_DIR: cacheDir });
     // Both servers' tools are known once list_mcp_servers answers (it waits for first starts).
     await call(gateway.client, 'list_mcp_servers');
   });
@@ -85,6 +87,17 @@ describe('tools shown directly', () => {
     const exposed = (await gateway.client.listTools()).tools.filter((t) => !META_TOOLS.includes(t.name));
     const tokens = getEncoding('o200k_base').encode(JSON.stringify(exposed)).length;
     assert.deepEqual(body.exposedTools, { tools: 2, tokens });
+  });
+
+  test('config show counts the same tools and tokens from the cached tool lists', async () => {
+    const { body } = await call(gateway.client, 'list_mcp_servers');
+    const shown = spawnSync(process.execPath, [bin, 'config', 'show', '--json', '--config', configPath], {
+      env: isolatedEnv({ ANYGPT_DISCOVERY_STATE_DIR: stateDir, ANYGPT_DISCOVERY_CACHE_DIR: cacheDir }),
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(shown.status, 0, shown.stderr);
+    assert.deepEqual(JSON.parse(shown.stdout).exposedTools, body.exposedTools);
   });
 
   test('an unknown name is still invalid params', async () => {

@@ -251,7 +251,7 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Allow(args) => consent_cmd::allow(&args, &ui),
         Command::Deny(args) => consent_cmd::deny(&args, &ui),
-        Command::Config(action) => config_cmd::run(action, &options, &ui),
+        Command::Config(action) => config_cmd::run(action, &options, &ui).await,
         Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
         Command::Restore(args) => setup::run_restore(&args, &ui),
         Command::Secret(args) => secret::run(&args, &ui),
