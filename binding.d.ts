@@ -32,6 +32,33 @@ export type ErrorCode =
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
   | 'TOOL_BLOCKED'
+  | 'TOOL_NOT_CONFIRMED'
+
+/** What one (server, tool) did: `getStats()`. Durations in milliseconds. */
+export interface ToolStats {
+  server: string
+  tool: string
+  calls: number
+  ok: number
+  /** Calls the server answered with `isError`. */
+  toolErrors: number
+  /** Calls the gateway failed, by error code. */
+  errors: Record<string, number>
+  /** Percentiles over the tool's last 1024 calls. */
+  p50Ms: number
+  p95Ms: number
+  maxMs: number
+  totalMs: number
+  /** RFC 3339. */
+  lastCall: string | null
+  /** Cumulative latency histogram; the last bucket (`leMs: null`) counts every call. */
+  buckets: Array<{ leMs: number | null; count: number }>
+}
+
+/** Every (server, tool) called through this engine since it was created. */
+export interface StatsSnapshot {
+  tools: ToolStats[]
+}
 
 /**
  * The discovery engine: the same engine the MCP gateway serves, for TypeScript code.
@@ -78,6 +105,11 @@ export declare class DiscoveryEngine {
    * query values, credential arguments) replaced by `***`; `${VAR}` references are kept.
    */
   getConfig(): { discovery: DiscoveryConfig }
+  /**
+   * Calls, outcomes (ok, the server's `isError`, the gateway's errors by code) and
+   * latency per server and tool, of every call made through this engine (or one server's).
+   */
+  getStats(server?: string | undefined | null): StatsSnapshot
   /**
    * The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or
    * `failed`; `detail` is the model's id when on and why when failed.

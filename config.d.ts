@@ -31,6 +31,12 @@ export interface CacheConfig {
   ttl?: number
 }
 
+/** The named `confirm` modes. */
+export type ConfirmMode = "when-supported"
+
+/** `confirm` of a tool rule. */
+export type ConfirmSpec = boolean | ConfirmMode
+
 /** The `discovery` section as written. */
 export interface DiscoveryConfig {
   /**
@@ -52,6 +58,12 @@ export interface DiscoveryConfig {
    * decides; any `enabled: true` turns on whitelist mode).
    */
   toolRules?: Array<ToolRule>
+  /**
+   * Tools shown to the client directly, beside the five meta-tools: `server:tool` patterns
+   * (globs, `/regex/flags`, a leading `!` hides), read in order. Named
+   * `<server>__<tool>` (or a rewritten name with a hash when that is not a valid name).
+   */
+  expose?: Array<string>
   /** Default for every server's `idleTimeoutMs`. */
   idleTimeoutMs?: number | null
   /** Larger tool results are cut, with a marker saying so. */
@@ -66,8 +78,6 @@ export interface DiscoveryConfig {
    * (default: the official one). The gateway itself never contacts a registry.
    */
   registry?: string | null
-  /** `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time. */
-  http?: HttpSpec
 }
 
 /**
@@ -85,36 +95,6 @@ export interface ForwardedLimits {
    * @default 30
    */
   perMinute?: number
-}
-
-/** `discovery.http`. */
-export interface HttpSpec {
-  /**
-   * Where `serve --http` listens when the command line names no address: `HOST:PORT`
-   * (default `127.0.0.1:8080`). A non-loopback address is refused until auth is configured.
-   */
-  listen?: string | null
-  /**
-   * The gateway's canonical URL as clients reach it (`https://mcp.example.com/mcp`): its
-   * host is allowed in `Host`, its origin in `Origin`, and it is the audience of tokens.
-   */
-  publicUrl?: string | null
-  /**
-   * More `Host` values to answer (`name` or `name:port`), beside loopback on the bound port
-   * and `publicUrl`'s host. Anything else gets 403 (DNS rebinding protection).
-   */
-  allowedHosts?: Array<string>
-  /**
-   * Browser origins allowed to call (`https://app.example.com:443`, `http://localhost:*`),
-   * beside loopback on the bound port and `publicUrl`'s origin. A request with any other
-   * `Origin` gets 403; requests without `Origin` (not from a browser) are not affected.
-   */
-  allowedOrigins?: Array<string>
-  /**
-   * After SIGTERM/SIGINT, how long calls in flight may still run before they are cut and
-   * the downstream servers closed (default 10000).
-   */
-  drainTimeoutMs?: number | null
 }
 
 /** `connection.oauth.grant`. */
@@ -269,28 +249,11 @@ export interface ToolRule {
   /** Added from every matching rule. */
   tags?: Array<string>
   /**
-   * Only for these callers of the HTTP face (never the local user): a matching caller rule
-   * that says `enabled: false` hides the tools from them, one that says `true` lets them see
-   * and run the tools. Must set `enabled`; takes no `tags`; never turns on whitelist mode.
+   * Ask the human before each call: `true` (refused when the client cannot ask),
+   * `"when-supported"` (asked when the client can, run otherwise) or `false`. The first
+   * matching rule that sets this decides.
    */
-  callers?: ToolRuleCallers | null
-}
-
-/**
- * `callers` of a toolRule: a caller matches when its subject matches `subjects` or one of its
- * groups matches `groups` (patterns as in `pattern`, read in order).
- */
-export interface ToolRuleCallers {
-  /**
-   * Patterns over the caller's subject (the token's `sub`), e.g. `["alice", "svc-*"]`;
-   * `["*"]` is every authenticated caller.
-   */
-  subjects?: Array<string> | null
-  /**
-   * Patterns over the caller's groups (the configured groups or roles claim), e.g.
-   * `["admins"]` or `["!contractors", "*"]`.
-   */
-  groups?: Array<string> | null
+  confirm?: ConfirmSpec | null
 }
 
 /** Transport of a server. */

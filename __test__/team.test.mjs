@@ -3,7 +3,8 @@
 // through the official SDK client. The issue's "Auth tests": no token / wrong audience / wrong
 // issuer / expired / bad signature → 401 with the metadata pointer; insufficient scope → 403;
 // two users see different search results and counts, one is refused at execute exactly as for
-// a tool that does not exist; the audit line names the caller.
+// a tool that does not exist (and a tool shown directly is shown to those who may run it
+// only); the audit line names the caller.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -66,6 +67,7 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
     gateway = await serveHttp([referenceServer('everything'), referenceServer('memory')], {
       discovery: {
         audit: { path: audit },
+        expose: ['memory:read_graph'],
         http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, requiredScopes: [SCOPE] }] } },
         toolRules: [
           // The memory server is for admins only.
@@ -123,6 +125,13 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
       for (let i = 0; i < 100 && !((await memoryOf(alice))?.toolCount > 0); i++) await new Promise((r) => setTimeout(r, 100));
       assert.ok((await memoryOf(alice)).toolCount > 0, JSON.stringify(await memoryOf(alice)));
       assert.equal((await memoryOf(bob)).toolCount, 0, JSON.stringify(await memoryOf(bob)));
+
+      // A tool shown directly is shown only to callers who may run it.
+      const listed = async (client) => (await client.listTools()).tools.map((t) => t.name);
+      assert.ok((await listed(alice)).includes('memory__read_graph'), JSON.stringify(await listed(alice)));
+      assert.ok(!(await listed(bob)).includes('memory__read_graph'), JSON.stringify(await listed(bob)));
+      const direct = await bob.callTool({ name: 'memory__read_graph', arguments: {} }).catch((e) => e);
+      assert.ok(direct instanceof Error && /unknown tool|not found/i.test(direct.message), String(direct?.message ?? JSON.stringify(direct)));
 
       const query = { query: 'read the knowledge graph', limit: 5 };
       const found = async (client) => (await meta(client, 'search_tools', query)).body.results ?? [];

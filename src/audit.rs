@@ -101,6 +101,25 @@ fn expand_home(written: &str, home: Option<&Path>) -> Result<PathBuf, AuditPathE
     Ok(home.join(rest))
 }
 
+/// Where the log `spec` names goes on this machine (see [`resolve_path`]).
+///
+/// # Errors
+/// As [`resolve_path`].
+pub fn log_path(spec: &AuditSpec, users_own: bool) -> Result<PathBuf, AuditPathError> {
+    let home = crate::config::Environment::current().home;
+    let state_dir = crate::paths::state_dir();
+    resolve_path(spec.path.as_deref(), users_own, home.as_deref(), state_dir.as_deref())
+}
+
+/// The log at `path` and its rotated predecessor, oldest first, as far as they exist.
+#[must_use]
+pub fn log_files(path: &Path) -> Vec<PathBuf> {
+    [suffixed(path, ".1"), path.to_owned()]
+        .into_iter()
+        .filter(|p| p.is_file())
+        .collect()
+}
+
 /// One audited call.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -118,6 +137,9 @@ pub struct AuditEntry<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_code: Option<&'static str>,
     pub duration_ms: f64,
+    /// The human's answer when a toolRules `confirm` covered the call (`crate::confirm::Answer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<&'static str>,
 }
 
 /// The audit log of one engine.
@@ -150,9 +172,7 @@ impl AuditLog {
         if !spec.enabled {
             return None;
         }
-        let home = crate::config::Environment::current().home;
-        let state_dir = crate::paths::state_dir();
-        let path = match resolve_path(spec.path.as_deref(), users_own, home.as_deref(), state_dir.as_deref()) {
+        let path = match log_path(spec, users_own) {
             Ok(path) => path,
             Err(error) => {
                 tracing::warn!(%error, "no audit log");
@@ -173,6 +193,8 @@ impl AuditLog {
     }
 
     /// Append one call, made for `caller` ([`crate::caller::Caller::label`]).
+    // One argument per field of the line it writes.
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &self,
         caller: &str,
@@ -181,6 +203,7 @@ impl AuditLog {
         arguments: Option<&Map<String, Value>>,
         outcome: Result<bool, crate::error::ErrorCode>,
         duration: Duration,
+        confirm: Option<&'static str>,
     ) {
         let entry = AuditEntry {
             time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
@@ -198,6 +221,7 @@ impl AuditLog {
             },
             error_code: outcome.err().map(crate::error::ErrorCode::as_str),
             duration_ms: (duration.as_secs_f64() * 1000.0 * 100.0).round() / 100.0,
+            confirm,
         };
         let line = serde_json::to_string(&entry).expect("an audit entry serializes: strings and numbers");
         // A model may pass a key it saw as an argument (or a tool name); the file keeps none.
@@ -394,6 +418,7 @@ mod tests {
             args.as_object(),
             Ok(false),
             Duration::from_millis(12),
+            None,
         );
         audit.record(
             "local",
@@ -402,6 +427,7 @@ mod tests {
             None,
             Err(crate::error::ErrorCode::ToolDisabled),
             Duration::ZERO,
+            None,
         );
         let text = std::fs::read_to_string(audit.path()).unwrap();
         assert!(!text.contains("s3cret"));
@@ -426,6 +452,7 @@ mod tests {
             json!({ "q": "v" }).as_object(),
             Ok(true),
             Duration::ZERO,
+            None,
         );
         assert_eq!(lines(audit.path())[0]["arguments"], json!({ "q": "v" }));
         assert_eq!(lines(audit.path())[0]["outcome"], "tool_error");
@@ -436,7 +463,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 300);
         for _ in 0..5 {
-            audit.record("local", "server", "tool", None, Ok(false), Duration::ZERO);
+            audit.record("local", "server", "tool", None, Ok(false), Duration::ZERO, None);
         }
         let current = std::fs::metadata(audit.path()).unwrap().len();
         assert!(current <= 300, "{current}");
@@ -505,6 +532,7 @@ mod tests {
             json!({ "q": "echo owned" }).as_object(),
             Ok(false),
             Duration::ZERO,
+            None,
         );
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "export PATH=/usr/bin\n");
         #[cfg(unix)]
@@ -522,7 +550,7 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::write(&target, "").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("audit.jsonl")).unwrap();
-        log(dir.path(), false, 1 << 20).record("local", "s", "t", None, Ok(false), Duration::ZERO);
+        log(dir.path(), false, 1 << 20).record("local", "s", "t", None, Ok(false), Duration::ZERO, None);
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "",
@@ -537,15 +565,15 @@ mod tests {
     fn an_existing_log_is_appended_to_and_a_foreign_rotation_target_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
-        audit.record("local", "s", "t", None, Ok(false), Duration::ZERO);
+        audit.record("local", "s", "t", None, Ok(false), Duration::ZERO, None);
         let again = log(dir.path(), false, 1 << 20);
-        again.record("local", "s", "u", None, Ok(false), Duration::ZERO);
+        again.record("local", "s", "u", None, Ok(false), Duration::ZERO, None);
         assert_eq!(lines(again.path()).len(), 2);
 
         let small = log(dir.path(), false, 10);
         let rotated = dir.path().join("audit.jsonl.1");
         std::fs::write(&rotated, "precious\n").unwrap();
-        small.record("local", "s", "v", None, Ok(false), Duration::ZERO);
+        small.record("local", "s", "v", None, Ok(false), Duration::ZERO, None);
         assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "precious\n");
     }
 }

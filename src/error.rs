@@ -21,6 +21,9 @@ pub enum ErrorCode {
     ToolExecutionTimeout,
     /// The trust checks stopped a call (`security.blockFlagged`, `security.onToolChange: "block"`).
     ToolBlocked,
+    /// A toolRules `confirm` wanted a human yes and none came (declined, dismissed, or no one
+    /// could be asked).
+    ToolNotConfirmed,
 }
 
 impl ErrorCode {
@@ -37,6 +40,7 @@ impl ErrorCode {
             Self::ToolExecutionError => "TOOL_EXECUTION_ERROR",
             Self::ToolExecutionTimeout => "TOOL_EXECUTION_TIMEOUT",
             Self::ToolBlocked => "TOOL_BLOCKED",
+            Self::ToolNotConfirmed => "TOOL_NOT_CONFIRMED",
         }
     }
 }
@@ -100,6 +104,13 @@ pub enum Error {
         tool: String,
         reason: String,
     },
+    /// A toolRules `confirm` wanted a human yes and got none: the server never sees the call.
+    #[error("{}", not_confirmed(server, tool, *answer))]
+    NotConfirmed {
+        server: String,
+        tool: String,
+        answer: crate::confirm::Answer,
+    },
     /// A request other than a tool call (a prompt, a resource read, a completion) failed at
     /// the server that owns it: the server's own error.
     #[error("{method} on server `{server}` failed: {source}")]
@@ -109,6 +120,20 @@ pub enum Error {
         #[source]
         source: UpstreamError,
     },
+}
+
+/// What the model (or the CLI's user) reads when a call needing a yes did not get one.
+fn not_confirmed(server: &str, tool: &str, answer: crate::confirm::Answer) -> String {
+    use crate::confirm::Answer;
+    match answer {
+        Answer::Declined => format!(
+            "the user declined the call of tool `{server}:{tool}`; it did not run: do not call it again unless the user asks"
+        ),
+        Answer::Unasked => format!(
+            "tool `{server}:{tool}` needs the user's confirmation (toolRules `confirm: true`) and nobody can be asked here (the client does not support elicitation, or the command has no terminal); it did not run. To allow it, set `confirm: \"when-supported\"` in that rule (runs without asking where nobody can be asked), or run it from a terminal: `anygpt-discovery execute {server} {tool}` (`--yes` answers beforehand)"
+        ),
+        _ => format!("the user dismissed the confirmation of tool `{server}:{tool}`; it did not run"),
+    }
 }
 
 /// The engine's result type.
@@ -145,6 +170,7 @@ impl Error {
             Self::ToolExecution { .. } | Self::Request { .. } => ErrorCode::ToolExecutionError,
             Self::ToolExecutionTimeout { .. } => ErrorCode::ToolExecutionTimeout,
             Self::ToolBlocked { .. } => ErrorCode::ToolBlocked,
+            Self::NotConfirmed { .. } => ErrorCode::ToolNotConfirmed,
         }
     }
 
@@ -168,7 +194,8 @@ impl Error {
             | Self::ToolDisabled { server, tool }
             | Self::ToolExecution { server, tool, .. }
             | Self::ToolExecutionTimeout { server, tool, .. }
-            | Self::ToolBlocked { server, tool, .. } => (Some(server), Some(tool)),
+            | Self::ToolBlocked { server, tool, .. }
+            | Self::NotConfirmed { server, tool, .. } => (Some(server), Some(tool)),
             Self::Configuration { .. } | Self::Validation { .. } => (None, None),
         }
     }

@@ -16,6 +16,10 @@
 //! engine   ── Engine facade: list/search/details/execute/reload/close; argument validation,
 //!             result caps
 //! audit    ── the JSON Lines log of every execute
+//! expose   ── `discovery.expose`: tools shown directly beside the five, and their names
+//! confirm  ── `confirm` in toolRules: which calls need a human yes, and the question asked
+//! stats    ── per server and tool: calls, errors by code, latency (in memory, or from the
+//!             audit log)
 //! caller   ── who is asking: the local user, or a caller the HTTP face authenticated
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
@@ -41,9 +45,11 @@ pub mod caller;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod confirm;
 pub mod consent;
 pub mod engine;
 pub mod error;
+pub mod expose;
 pub mod gateway;
 pub(crate) mod hash;
 pub mod http;
@@ -59,6 +65,7 @@ pub(crate) mod secret_store;
 pub mod secrets;
 pub(crate) mod setup;
 pub mod shutdown;
+pub mod stats;
 pub mod trust;
 pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -8,6 +8,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use serde::Serialize;
+
+use crate::gateway::exposed::ExposedCost;
 use serde_json::Value;
 
 use super::output::json::ErrorDetail;
@@ -38,7 +40,7 @@ pub fn reads_config(command: ConfigCommand) -> bool {
     !matches!(command, ConfigCommand::Path | ConfigCommand::Reload(_))
 }
 
-pub fn run(command: ConfigCommand, options: &Options, ui: &Ui) -> i32 {
+pub async fn run(command: ConfigCommand, options: &Options, ui: &Ui) -> i32 {
     match command {
         ConfigCommand::Path => path(options, ui),
         ConfigCommand::Validate => validate(options, ui),
@@ -49,7 +51,8 @@ pub fn run(command: ConfigCommand, options: &Options, ui: &Ui) -> i32 {
                 Err(e) => return ui.error(&e),
             };
             if matches!(command, ConfigCommand::Show) {
-                show(&config, ui);
+                let exposed = exposed_cost(&config).await;
+                show(&config, exposed.as_ref(), ui);
             } else {
                 sources(&config, ui);
             }
@@ -325,22 +328,51 @@ fn source_lines(out: &mut String, files: &[SourceFile], skipped: &[crate::consen
 /// `config show --json`: `{"origin", "discovery": {…}}`, the section as written with secrets
 /// masked.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct Shown<'a> {
     origin: &'a str,
     discovery: &'a Value,
+    /// What `discovery.expose` adds to the client's context, from the cached tool lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exposed_tools: Option<&'a ExposedCost>,
 }
 
-fn show(config: &Config, ui: &Ui) {
+/// The tools `discovery.expose` shows and their o200k tokens, counted on the servers' cached
+/// tool lists (snapshots): no server is started for it. `None` when nothing is exposed.
+async fn exposed_cost(config: &Config) -> Option<ExposedCost> {
+    if config.expose().is_empty() {
+        return None;
+    }
+    let engine = crate::engine::Engine::new(config.clone());
+    engine.start_only(&[]);
+    let cost = crate::gateway::exposed::cost(&engine, &crate::caller::Caller::local()).await;
+    engine.close().await;
+    cost
+}
+
+fn show(config: &Config, exposed: Option<&ExposedCost>, ui: &Ui) {
     let redacted = config.redacted();
     let section = &redacted["discovery"];
     let body = Shown {
         origin: &config.origin,
         discovery: section,
+        exposed_tools: exposed,
     };
     ui.result(&body, || {
         // Rendered from the masked copy, so no path can print a secret.
         let masked: DiscoverySection = serde_json::from_value(section.clone()).unwrap_or_default();
-        show_human(config, &masked, ui)
+        let mut text = show_human(config, &masked, ui);
+        if let Some(cost) = exposed {
+            let _ = write!(
+                text,
+                "\n{}\n  {}\n  {} tool(s) shown beside the five meta-tools, {} o200k tokens (from the cached tool lists)\n",
+                ui.out.bold("Exposed:"),
+                masked.expose.join(", "),
+                cost.tools,
+                cost.tokens
+            );
+        }
+        text
     });
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Exit codes: 0 ok, 1 invalid arguments (bad JSON, or arguments the tool's schema rejects),
 //! 2 server or tool not found, 3 the call failed (the server's own `isError` too, or the server
-//! could not be reached), 4 disabled by toolRules; Ctrl-C cancels the call downstream and
+//! could not be reached), 4 disabled by toolRules or not confirmed (`confirm`); Ctrl-C cancels the call downstream and
 //! exits 130 (`cli::run_command`).
 
 use crate::caller::Caller;
@@ -32,7 +32,9 @@ use crate::error::Error;
 
 Exit codes: 0 ok, 1 invalid arguments, 2 not found, 3 execution failed (the
 server's isError too) or the server could not be reached, 4 disabled by
-toolRules, 130 interrupted (the call is cancelled downstream).")]
+toolRules or not confirmed (a toolRules `confirm`: asked y/N on a terminal;
+--yes answers yes; no terminal and no --yes refuses), 130 interrupted (the call
+is cancelled downstream).")]
 pub struct ExecuteArgs {
     /// The server.
     server: String,
@@ -53,6 +55,36 @@ pub struct ExecuteArgs {
     /// Give up after this many milliseconds (default: the server's `timeoutMs`, else 60000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
     timeout: Option<u64>,
+    /// Answer yes to the confirmation a toolRules `confirm` asks for (without a terminal to
+    /// ask on, such a tool is refused unless this is given).
+    #[arg(long, short = 'y')]
+    yes: bool,
+}
+
+/// How this command answers a toolRules `confirm`: `--yes` answered beforehand, or a y/N
+/// question on the terminal (stderr, read from stdin); no terminal, nobody to ask.
+fn confirmation(yes: bool) -> Option<crate::confirm::Asker> {
+    use crate::confirm::Answer;
+    if yes {
+        return Some(Arc::new(|_question: String| Box::pin(async { Answer::Preapproved })));
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return None;
+    }
+    Some(Arc::new(|question: String| {
+        Box::pin(async move {
+            let read = tokio::task::spawn_blocking(move || {
+                eprint!("{question}\n[y/N] ");
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            });
+            match read.await {
+                Ok(Ok(line)) if matches!(line.trim(), "y" | "Y" | "yes" | "Yes" | "YES") => Answer::Accepted,
+                Ok(Ok(line)) if line.is_empty() => Answer::Cancelled,
+                _ => Answer::Declined,
+            }
+        })
+    }))
 }
 
 /// Why the arguments could not be read.
@@ -189,6 +221,7 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
         timeout_ms: args.timeout,
         cancel: None,
         progress: args.stream.then(|| stream_sink(ctx)),
+        confirm: confirmation(args.yes),
     };
     // Boxed: the engine's execute future is large (25 kB) to keep on this stack frame.
     let outcome = ctx

@@ -33,6 +33,7 @@ mod reload;
 mod search;
 mod secret;
 mod setup;
+mod stats;
 mod tools;
 mod trust;
 
@@ -110,8 +111,10 @@ enum Command {
     Tools(tools::ToolsArgs),
     /// Show a tool's description and parameters (exit 2 when not found, 3 when its server cannot be reached).
     Inspect(inspect::InspectArgs),
-    /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules).
+    /// Run a tool (exit 1 bad arguments, 2 not found, 3 failed, 4 disabled by toolRules or not confirmed).
     Execute(execute::ExecuteArgs),
+    /// Calls, errors by code and latency per server and tool, from the audit log.
+    Stats(stats::StatsArgs),
     /// Show, check and locate the configuration.
     #[command(subcommand)]
     Config(config_cmd::ConfigCommand),
@@ -271,7 +274,7 @@ pub async fn run(args: Vec<String>, config_object: Option<ConfigObject>, shutdow
         Command::Completions(args) => completions::run(&args, &mut Cli::command()),
         Command::Allow(args) => consent_cmd::allow(&args, &ui),
         Command::Deny(args) => consent_cmd::deny(&args, &ui),
-        Command::Config(action) => config_cmd::run(action, &options, &ui),
+        Command::Config(action) => config_cmd::run(action, &options, &ui).await,
         Command::Setup(args) => setup::run_setup(&args, options.config.as_deref(), &ui).await,
         Command::Restore(args) => setup::run_restore(&args, &ui),
         Command::Secret(args) => secret::run(&args, &ui),
@@ -457,6 +460,10 @@ const CATALOG_HINT: &str =
 
 /// Run an engine command until it ends or `shutdown` interrupts it; close the engine either way.
 async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Future<Output = ()>) -> i32 {
+    // Counted from the audit log: no server is started.
+    if let Command::Stats(args) = &command {
+        return stats::run(args, &engine, &ui);
+    }
     let only = command.only_server().map(str::to_owned);
     match &only {
         Some(server) => engine.start_only(&[server]),
@@ -477,6 +484,7 @@ async fn run_command(command: Command, engine: Engine, ui: Ui, shutdown: impl Fu
             Command::Execute(args) => Box::pin(execute::run(&args, &ctx)).await,
             Command::Trust(args) => trust::run(&args, &ctx).await,
             Command::Serve(_)
+            | Command::Stats(_)
             | Command::Config(_)
             | Command::Completions(_)
             | Command::Auth(_)

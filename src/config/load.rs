@@ -130,6 +130,8 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment, scope: S
         }
     };
     config.rules = super::validate_section(&section, origin)?;
+    config.expose = super::compile_expose(&section, origin)?;
+    config.confirm = super::compile_confirm(&section);
     if scope == Scope::Project {
         check_project_paths(&section, origin, env)?;
     }

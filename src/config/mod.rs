@@ -71,6 +71,11 @@ pub struct DiscoverySection {
     /// decides; any `enabled: true` turns on whitelist mode).
     #[serde(default)]
     pub tool_rules: Vec<ToolRuleSpec>,
+    /// Tools shown to the client directly, beside the five meta-tools: `server:tool` patterns
+    /// (globs, `/regex/flags`, a leading `!` hides), read in order. Named
+    /// `<server>__<tool>` (or a rewritten name with a hash when that is not a valid name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expose: Vec<String>,
     /// Default for every server's `idleTimeoutMs`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_ms: Option<u64>,
@@ -106,6 +111,7 @@ impl Default for DiscoverySection {
             servers: Vec::new(),
             sources: Vec::new(),
             tool_rules: Vec::new(),
+            expose: Vec::new(),
             idle_timeout_ms: None,
             max_result_bytes: None,
             audit: AuditSpec::default(),
@@ -506,6 +512,30 @@ pub struct ToolRuleSpec {
     /// and run the tools. Must set `enabled`; takes no `tags`; never turns on whitelist mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callers: Option<CallersSpec>,
+    /// Ask the human before each call: `true` (refused when the client cannot ask),
+    /// `"when-supported"` (asked when the client can, run otherwise) or `false`. The first
+    /// matching rule that sets this decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<ConfirmSpec>,
+}
+
+/// `confirm` of a tool rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+#[derive(schemars::JsonSchema)]
+pub enum ConfirmSpec {
+    /// `true`: always ask, refuse when the client cannot; `false`: never ask.
+    Always(bool),
+    /// `"when-supported"`: ask when the client can.
+    Mode(ConfirmMode),
+}
+
+/// The named `confirm` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[derive(schemars::JsonSchema)]
+pub enum ConfirmMode {
+    WhenSupported,
 }
 
 /// `callers` of a toolRule: a caller matches when its subject matches `subjects` or one of its
@@ -550,6 +580,10 @@ pub struct Config {
     /// Where it came from: a file path, or `<object>`.
     pub origin: String,
     rules: RuleSet,
+    /// `discovery.expose`, compiled.
+    expose: crate::expose::Expose,
+    /// The `confirm` of the tool rules, compiled.
+    confirm: crate::confirm::ConfirmRules,
     /// The config file (if any), then every source file read.
     files: Vec<std::path::PathBuf>,
     /// Every source file looked for, found or not.
@@ -701,6 +735,18 @@ impl Config {
     #[must_use]
     pub fn rules(&self) -> &RuleSet {
         &self.rules
+    }
+
+    /// The compiled `discovery.expose`.
+    #[must_use]
+    pub fn expose(&self) -> &crate::expose::Expose {
+        &self.expose
+    }
+
+    /// Which tools ask the human before a call.
+    #[must_use]
+    pub fn confirm(&self) -> &crate::confirm::ConfirmRules {
+        &self.confirm
     }
 
     /// Servers, or none when `discovery.enabled` is false.
@@ -864,6 +910,22 @@ fn validate_callers(
         ));
     }
     Ok(matcher)
+}
+
+/// `discovery.expose` compiled, or the error naming the bad entry.
+fn compile_expose(section: &DiscoverySection, origin: &str) -> Result<crate::expose::Expose> {
+    crate::expose::Expose::parse(&section.expose)
+        .map_err(|(i, e)| Error::config(origin, format!("discovery.expose[{i}]"), e.to_string()))
+}
+
+/// The `confirm` of every tool rule, with the rule's server and patterns (checked already by
+/// [`validate_section`]).
+fn compile_confirm(section: &DiscoverySection) -> crate::confirm::ConfirmRules {
+    crate::confirm::ConfirmRules::new(section.tool_rules.iter().filter_map(|spec| {
+        let confirm = spec.confirm?;
+        let patterns = PatternList::parse(spec.pattern.as_slice()).ok()?;
+        Some((spec.server.clone(), patterns, confirm))
+    }))
 }
 
 pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Result<(), (String, String)> {
@@ -1048,7 +1110,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
+             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
         );
     }
 

@@ -249,6 +249,8 @@ pub struct ExecuteOptions {
     pub cancel: Option<CancellationToken>,
     /// Receives the downstream server's progress notifications for this call.
     pub progress: Option<ProgressSink>,
+    /// Asks the human when a toolRules `confirm` covers the tool; `None`: nobody can be asked.
+    pub confirm: Option<crate::confirm::Asker>,
 }
 
 impl std::fmt::Debug for ExecuteOptions {
@@ -257,6 +259,7 @@ impl std::fmt::Debug for ExecuteOptions {
             .field("timeout_ms", &self.timeout_ms)
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
+            .field("confirm", &self.confirm.is_some())
             .finish()
     }
 }

@@ -2,7 +2,7 @@
 //! trust (`discovery.security`), schema, call through the handle, cap the result; and the
 //! audit record of it.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
 use serde_json::Value;
@@ -12,6 +12,7 @@ use super::cap_result;
 use super::dto::ExecuteOptions;
 use super::state::{Server, State};
 use crate::caller::Caller;
+use crate::confirm::Answer;
 use crate::error::{Error, Result};
 use crate::rules::Sight;
 use crate::upstream::{CallError, UpstreamError};
@@ -24,6 +25,7 @@ impl State {
         tool: &str,
         arguments: Option<&Value>,
         options: ExecuteOptions,
+        answered: &mut Option<Answer>,
     ) -> Result<CallToolResult> {
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
@@ -57,6 +59,19 @@ impl State {
             // Absent arguments are checked as `{}` (an empty map does not allocate).
             None => self.validators.check(&entry, &mut Value::Object(JsonObject::new()))?,
         }
+        // Last before the call: the human is asked only about a call that would run.
+        if let Some(confirm) = self.config.confirm().decide(server, tool) {
+            let asked = crate::confirm::ask(confirm, options.confirm.as_ref(), (server, tool), arguments.as_ref());
+            let answer = or_cancelled(&cancel, asked).await.unwrap_or(Answer::Cancelled);
+            *answered = Some(answer);
+            if !answer.allows() {
+                return Err(Error::NotConfirmed {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                    answer,
+                });
+            }
+        }
         // The config's timeout, not the handle's: a reload may have changed it and kept the server.
         let options = ExecuteOptions {
             timeout_ms: Some(
@@ -83,6 +98,8 @@ impl State {
         Ok(result)
     }
 
+    // One argument per field of the audit line.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn audit(
         &self,
         caller: &Caller,
@@ -90,14 +107,23 @@ impl State {
         tool: &str,
         arguments: Option<&JsonObject>,
         outcome: &Result<CallToolResult>,
-        started: Instant,
+        elapsed: Duration,
+        answered: Option<Answer>,
     ) {
         if let Some(audit) = &self.audit {
             let outcome = match outcome {
                 Ok(result) => Ok(result.is_error == Some(true)),
                 Err(error) => Err(error.code()),
             };
-            audit.record(&caller.label(), server, tool, arguments, outcome, started.elapsed());
+            audit.record(
+                &caller.label(),
+                server,
+                tool,
+                arguments,
+                outcome,
+                elapsed,
+                answered.map(Answer::audit_word),
+            );
         }
     }
 }

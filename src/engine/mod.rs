@@ -12,6 +12,7 @@
 mod cap;
 mod dto;
 mod execute;
+mod exposed;
 mod offers;
 mod state;
 mod trust;
@@ -39,6 +40,7 @@ pub use dto::{
     ExecuteOptions, ReloadSummary, SearchRequest, SearchResponse, SearchResult, ServerInfo, ServerStatus, ServerTools,
     ToolDetails, ToolSummary,
 };
+pub use exposed::ExposedTool;
 
 /// How long a search waits for servers still starting before answering with what it has
 /// (and saying how many are pending). Servers with a snapshot never make it wait.
@@ -88,6 +90,8 @@ pub struct Engine {
     reloading: Arc<tokio::sync::Mutex<()>>,
     /// Which server owns each resource URI the client was given (`offers`).
     routes: Arc<offers::Routes>,
+    /// Every call's outcome and latency while serving (kept across reloads).
+    stats: Arc<crate::stats::Stats>,
 }
 
 impl Engine {
@@ -98,6 +102,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -110,6 +115,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::with_catalog(catalog.into())))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -404,7 +410,10 @@ impl Engine {
     /// `SERVER_NOT_FOUND`, `TOOL_NOT_FOUND`, `SERVER_CONNECTION_ERROR` when the server's tools
     /// were never listed, `CONFIGURATION_ERROR` when the cache (where pins live) is off.
     pub async fn trust_tools(&self, server: &str, tool: Option<&str>) -> Result<Vec<String>> {
-        self.current().trust(server, tool).await
+        let state = self.current();
+        let trusted = state.trust(server, tool).await;
+        state.tools_changed.send_replace(());
+        trusted
     }
 
     /// Run a tool on its server for `caller` and return the server's result unchanged; the
@@ -434,23 +443,76 @@ impl Engine {
         };
         match arguments {
             Ok(arguments) => {
-                let outcome = state.execute(caller, server, tool, arguments.as_ref(), options).await;
+                let mut answered = None;
+                let outcome = state
+                    .execute(caller, server, tool, arguments.as_ref(), options, &mut answered)
+                    .await;
+                // One duration for both records: the statistics rebuilt from the log match.
+                let elapsed = started.elapsed();
                 state.audit(
                     caller,
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
                     &outcome,
-                    started,
+                    elapsed,
+                    answered,
                 );
+                self.count(server, tool, &outcome, elapsed);
                 outcome
             }
             Err(error) => {
                 let outcome = Err(error);
-                state.audit(caller, server, tool, None, &outcome, started);
+                let elapsed = started.elapsed();
+                state.audit(caller, server, tool, None, &outcome, elapsed, None);
+                self.count(server, tool, &outcome, elapsed);
                 outcome
             }
         }
+    }
+
+    /// Add one call to the statistics.
+    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, elapsed: Duration) {
+        let outcome = match outcome {
+            Ok(result) if result.is_error == Some(true) => crate::stats::Outcome::ToolError,
+            Ok(_) => crate::stats::Outcome::Ok,
+            Err(error) => crate::stats::Outcome::Error(error.code().as_str()),
+        };
+        self.stats.record(server, tool, outcome, elapsed);
+    }
+
+    /// Calls, outcomes and latency of every tool called through this engine (or of one
+    /// server's), since it was made.
+    #[must_use]
+    pub fn stats(&self, server: Option<&str>) -> crate::stats::StatsSnapshot {
+        self.stats.snapshot(server)
+    }
+
+    /// The same statistics rebuilt from the audit log the config names (with its rotated
+    /// predecessor): calls of every gateway that wrote there. Also returns how many lines were
+    /// not audit entries.
+    ///
+    /// # Errors
+    /// `CONFIGURATION_ERROR` when the audit log is off or has no place on this machine.
+    pub fn audit_stats(&self, filter: &crate::stats::AuditFilter) -> Result<(crate::stats::StatsSnapshot, usize)> {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        let spec = &state.config.discovery.audit;
+        let origin = state.config.origin.clone();
+        if !spec.enabled {
+            return Err(Error::config(
+                origin,
+                "discovery.audit.enabled",
+                "the audit log is off, so there is nothing to count: turn it on to keep statistics across restarts",
+            ));
+        }
+        let users_own = state.config.scope == crate::config::Scope::User;
+        let path = crate::audit::log_path(spec, users_own)
+            .map_err(|error| Error::config(origin, "discovery.audit.path", error.to_string()))?;
+        let files = crate::audit::log_files(&path)
+            .into_iter()
+            .filter_map(|file| std::fs::File::open(file).ok())
+            .map(std::io::BufReader::new);
+        Ok(crate::stats::from_audit_lines(files, filter))
     }
 
     /// Apply `config`, or the config read again from where the current one came from,
@@ -475,6 +537,7 @@ impl Engine {
         let next = Arc::new(next);
         *self.state.write().expect("engine state lock is never poisoned") = next.clone();
         next.ensure_started();
+        next.tools_changed.send_replace(());
         let summary = ReloadSummary {
             kept: changes.kept,
             restarted: changes.restarted,

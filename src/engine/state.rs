@@ -58,6 +58,8 @@ pub(super) struct State {
     indexed: watch::Sender<bool>,
     /// The semantic tier, when on and a model folder was found (shared across reloads).
     pub semantic: Option<Arc<search::semantic::Tier>>,
+    /// Told whenever the catalog's tools may have changed (shared across reloads).
+    pub tools_changed: Arc<watch::Sender<()>>,
 }
 
 impl State {
@@ -66,7 +68,7 @@ impl State {
         let dial = Dial::new(config_dir(&config.origin));
         let upstream = Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone());
         let catalog = empty_catalog(&config);
-        Self::assemble(config, upstream, events, catalog)
+        Self::assemble(config, upstream, events, catalog, Arc::new(watch::channel(()).0))
     }
 
     /// The state for `config` that takes over from this one: servers launched the same way
@@ -88,10 +90,23 @@ impl State {
             &config,
             &changes.kept,
         );
-        (Self::assemble(config, upstream, self.events.clone(), catalog), changes)
+        let next = Self::assemble(
+            config,
+            upstream,
+            self.events.clone(),
+            catalog,
+            self.tools_changed.clone(),
+        );
+        (next, changes)
     }
 
-    fn assemble(config: Config, upstream: Supervisor, events: Arc<Events>, catalog: IndexedCatalog) -> Self {
+    fn assemble(
+        config: Config,
+        upstream: Supervisor,
+        events: Arc<Events>,
+        catalog: IndexedCatalog,
+        tools_changed: Arc<watch::Sender<()>>,
+    ) -> Self {
         // Secrets are known from the moment a config is, before any server launches or logs;
         // in one batch, so the scrubber's automaton is built once, not once per server. Server
         // names first: they are never secrets, whatever their arguments or shape.
@@ -124,6 +139,7 @@ impl State {
             config,
             started: std::sync::Once::new(),
             indexed: watch::channel(false).0,
+            tools_changed,
         }
     }
 
@@ -179,6 +195,7 @@ impl State {
                     let _mark = MarkIndexed(&state.indexed);
                     state.load_snapshots(only.as_ref())
                 };
+                state.tools_changed.send_replace(());
                 if let Some(tier) = &state.semantic {
                     tier.wake();
                 }
@@ -398,6 +415,7 @@ impl State {
             changes
         };
         log_changes(server, &changes);
+        self.tools_changed.send_replace(());
     }
 
     /// Wait, at most `limit` in all, for servers in their first start (not for retries).

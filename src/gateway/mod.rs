@@ -8,12 +8,17 @@
 //! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
 //! `forwarded` names, checks and bounds the requests downstream servers send the client during
 //! an `execute_tool` (elicitation, sampling).
+//! `confirm` asks the client's human (elicitation) before a call toolRules `confirm` covers.
+//! `exposed` lists and runs the tools `discovery.expose` shows beside the five, and says
+//! when they change.
 //! `offers` passes on the servers' prompts, resources and completions (named and routed by
 //! `engine::offers`).
 //! Engine errors become `isError` results with the compact JSON body; downstream results of
 //! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
 mod bound;
+pub(crate) mod confirm;
+pub(crate) mod exposed;
 mod forwarded;
 mod inbound;
 pub(crate) mod meta_tool;

@@ -16,9 +16,11 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
+use super::exposed;
 use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::offers;
 use super::wire::LineTransport;
+use crate::caller::Caller;
 use crate::engine::Engine;
 
 /// How long answers may still be written after the client closed its input.
@@ -32,6 +34,7 @@ search_tools to find one, get_tool_details for its schema, execute_tool to run i
 pub struct Gateway {
     engine: Engine,
     relay: Arc<offers::Relay>,
+    announcer: Arc<exposed::Announcer>,
 }
 
 impl Gateway {
@@ -40,21 +43,24 @@ impl Gateway {
         Self {
             engine,
             relay: Arc::default(),
+            announcer: Arc::default(),
         }
     }
 }
 
 impl ServerHandler for Gateway {
-    /// The client's view is the five meta-tools, and they never change: not when a downstream
-    /// server's tools change, not when a reload adds, restarts or removes servers (what changes
-    /// is what `search_tools` and `list_tools` find). So `tools.listChanged` is not advertised
-    /// and `notifications/tools/list_changed` is never sent.
+    /// The client's view is the five meta-tools, which never change, and the tools
+    /// `discovery.expose` shows beside them, which do: when a server's tools change, a reload
+    /// changes the config, or a tool is trusted. So `tools.listChanged` is advertised and
+    /// `notifications/tools/list_changed` sent when the exposed set the client listed is no
+    /// longer the set (`exposed`); without `expose` it is never sent.
     ///
     /// Prompts, resources and completions are the downstream servers' own, passed on
     /// (`offers`).
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
+            .enable_tool_list_changed()
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_resources()
@@ -70,9 +76,13 @@ impl ServerHandler for Gateway {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(definitions().to_vec()))
+        let shown = exposed::definitions_of(&self.engine, &Caller::of_request(&context.extensions)).await;
+        self.announcer.listed(&shown);
+        let mut tools = definitions().to_vec();
+        tools.extend(shown);
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -80,7 +90,16 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        match MetaTool::parse(&request.name, request.arguments) {
+        let mut arguments = request.arguments;
+        if !exposed::is_meta_tool(&request.name) {
+            // A tool shown directly runs as the `execute_tool` call it stands for.
+            let caller = Caller::of_request(&context.extensions);
+            match exposed::call_of(&self.engine, &caller, &request.name, arguments).await {
+                Ok(call) => return Ok(MetaTool::Execute(call).apply(&self.engine, &context).await.into()),
+                Err(unused) => arguments = unused,
+            }
+        }
+        match MetaTool::parse(&request.name, arguments) {
             Ok(call) => Ok(call.apply(&self.engine, &context).await.into()),
             Err(Rejected::InvalidArguments(error)) => Ok(error_result(&error).into()),
             Err(Rejected::UnknownTool(error)) => Err(error),
@@ -128,6 +147,7 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.announcer.start(&self.engine, context.peer.clone());
         self.relay.start(context.peer);
     }
 

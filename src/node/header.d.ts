@@ -32,3 +32,30 @@ export type ErrorCode =
   | 'TOOL_EXECUTION_ERROR'
   | 'TOOL_EXECUTION_TIMEOUT'
   | 'TOOL_BLOCKED'
+  | 'TOOL_NOT_CONFIRMED'
+
+/** What one (server, tool) did: `getStats()`. Durations in milliseconds. */
+export interface ToolStats {
+  server: string
+  tool: string
+  calls: number
+  ok: number
+  /** Calls the server answered with `isError`. */
+  toolErrors: number
+  /** Calls the gateway failed, by error code. */
+  errors: Record<string, number>
+  /** Percentiles over the tool's last 1024 calls. */
+  p50Ms: number
+  p95Ms: number
+  maxMs: number
+  totalMs: number
+  /** RFC 3339. */
+  lastCall: string | null
+  /** Cumulative latency histogram; the last bucket (`leMs: null`) counts every call. */
+  buckets: Array<{ leMs: number | null; count: number }>
+}
+
+/** Every (server, tool) called through this engine since it was created. */
+export interface StatsSnapshot {
+  tools: ToolStats[]
+}

@@ -443,6 +443,9 @@ impl JsDiscoveryEngine {
             timeout_ms,
             cancel: abort.as_ref().map(|a| a.token.clone()),
             progress: options.on_progress.map(progress_sink),
+            // Nobody to ask in-process: a `confirm: true` tool is refused, a
+            // `"when-supported"` one runs.
+            confirm: None,
         };
         let result = self
             .engine
@@ -486,6 +489,14 @@ impl JsDiscoveryEngine {
     #[must_use]
     pub fn get_config(&self) -> Value {
         self.engine.config()
+    }
+
+    /// Calls, outcomes (ok, the server's `isError`, the gateway's errors by code) and
+    /// latency per server and tool, of every call made through this engine (or one server's).
+    #[napi(ts_return_type = "StatsSnapshot")]
+    #[must_use]
+    pub fn get_stats(&self, server: Option<String>) -> Value {
+        serde_json::to_value(self.engine.stats(server.as_deref())).expect("statistics serialize: strings and numbers")
     }
 
     /// The semantic search tier: `status` is `on`, `loading`, `off` (config), `no-model` or

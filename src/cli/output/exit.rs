@@ -33,7 +33,7 @@ pub fn status_of(code: ErrorCode) -> i32 {
         ErrorCode::ValidationError => BAD_INPUT,
         ErrorCode::ConfigurationError => CONFIGURATION,
         ErrorCode::ServerNotFound | ErrorCode::ToolNotFound => NOT_FOUND,
-        ErrorCode::ToolDisabled | ErrorCode::ToolBlocked => DISABLED,
+        ErrorCode::ToolDisabled | ErrorCode::ToolBlocked | ErrorCode::ToolNotConfirmed => DISABLED,
         ErrorCode::ToolExecutionError | ErrorCode::ToolExecutionTimeout => EXECUTION_FAILED,
         ErrorCode::ServerConnectionError => UNREACHABLE,
     }

@@ -30,7 +30,7 @@ pub fn hint(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::ValidationError => "`anygpt-discovery inspect <server> <tool>` shows its parameters",
         ErrorCode::ServerConnectionError => "`anygpt-discovery list --status` shows each server's state",
         ErrorCode::ToolExecutionTimeout => "allow longer with --timeout MS or the server's timeoutMs",
-        ErrorCode::ToolExecutionError | ErrorCode::ToolBlocked => return None,
+        ErrorCode::ToolExecutionError | ErrorCode::ToolBlocked | ErrorCode::ToolNotConfirmed => return None,
     })
 }
 

@@ -51,6 +51,16 @@ pub struct ExecuteTool {
 }
 
 impl ExecuteTool {
+    /// The call of `server`'s `tool` that a tool shown directly stands for (`gateway::exposed`).
+    pub(crate) fn new(server: String, tool: String, arguments: Option<Value>) -> Self {
+        Self {
+            server,
+            tool,
+            arguments,
+            timeout_ms: None,
+        }
+    }
+
     pub async fn apply(
         self,
         engine: &Engine,
@@ -61,6 +71,7 @@ impl ExecuteTool {
             timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
+            confirm: crate::gateway::confirm::asker(context),
         };
         // What the server asks its client during the call (elicitation, sampling) goes to ours,
         // named, checked and bounded (`gateway::forwarded`).

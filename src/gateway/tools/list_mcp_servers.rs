@@ -32,6 +32,9 @@ pub struct Output {
     /// config); absent when no model is installed (search is lexical, as without the tier).
     #[serde(rename = "semanticSearch", skip_serializing_if = "Option::is_none")]
     pub semantic_search: Option<String>,
+    /// The tools `discovery.expose` shows beside the five, and their context cost.
+    #[serde(rename = "exposedTools", skip_serializing_if = "Option::is_none")]
+    pub exposed_tools: Option<crate::gateway::exposed::ExposedCost>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
 }
@@ -78,6 +81,7 @@ impl ListServers {
         Output {
             servers,
             semantic_search: Some(engine.semantic_status().0).filter(|word| word != "no-model"),
+            exposed_tools: crate::gateway::exposed::cost(engine, caller).await,
             hint,
         }
     }
