@@ -284,6 +284,19 @@ test('/metrics parses as Prometheus text and counts a scripted session', async (
     assert.equal(count({ outcome: 'rejected' }), 2);
     assert.equal(families.mcp_server_operation_duration_seconds.type, 'HISTOGRAM');
     assert.equal(families.discovery_search_duration_seconds.type, 'HISTOGRAM');
+    // The engine's call statistics (the same counters as `stats` and getStats()).
+    const calls = families.discovery_downstream_calls_total;
+    assert.equal(calls.type, 'COUNTER');
+    const callsOf = (labels) => calls.metrics.filter((m) => Object.entries(labels).every(([k, v]) => m.labels[k] === v)).reduce((sum, m) => sum + Number(m.value), 0);
+    assert.equal(callsOf({ server: 'everything', tool: 'echo', outcome: 'ok' }), 1);
+    // A name that is no tool is counted as `(unknown)`: a client chose it.
+    assert.equal(callsOf({ server: 'everything', tool: '(unknown)', outcome: 'TOOL_NOT_FOUND' }), 1);
+    assert.equal(callsOf({}), 2);
+    const seconds = families.discovery_downstream_call_duration_seconds_total.metrics.find((m) => m.labels.tool === 'echo');
+    assert.ok(Number(seconds.value) > 0, JSON.stringify(seconds));
+    // A second scrape adds nothing new.
+    const again = Object.fromEntries(parsePrometheusTextFormat(await (await fetch(`${gateway.base}/metrics`)).text()).map((f) => [f.name, f]));
+    assert.equal(again.discovery_downstream_calls_total.metrics.reduce((sum, m) => sum + Number(m.value), 0), 2);
     const status = families.discovery_server_status.metrics;
     assert.deepEqual(status.map((m) => m.labels), [{ server: 'everything', state: 'connected' }]);
     for (const family of Object.values(families)) {

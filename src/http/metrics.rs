@@ -10,8 +10,10 @@
 //! To add a family: give [`Metrics`] a field, register it in [`Metrics::new`], and update it
 //! where the value is known (per request in `observe`, per scrape in [`Metrics::refresh`]).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
@@ -72,6 +74,22 @@ struct RequestLabels {
 struct ServerLabels {
     server: String,
     state: &'static str,
+}
+
+/// A downstream call's labels: the configured server, a tool of its catalog (the engine's
+/// statistics keep at most 4,096 pairs apart, the rest under `(other)`), and an outcome from a
+/// closed set (`ok`, `tool_error`, or an error code).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    server: String,
+    tool: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabels {
+    server: String,
+    tool: String,
 }
 
 /// What one request to `/mcp` is about, read from its body: bounded names only.
@@ -143,6 +161,12 @@ pub struct Metrics {
     duration: Family<RequestLabels, Histogram>,
     search: Histogram,
     servers: Family<ServerLabels, Gauge>,
+    /// The engine's call statistics (`crate::stats`, the counters `stats` and `getStats()`
+    /// show), brought up to date at each scrape.
+    calls: Family<CallLabels, Counter>,
+    call_seconds: Family<ToolLabels, Counter<f64, AtomicU64>>,
+    /// One scrape at a time brings the counters up to date (each adds what is new).
+    refreshing: Mutex<()>,
     engine: Engine,
 }
 
@@ -161,6 +185,18 @@ impl Metrics {
         );
         let search = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
         let servers = Family::<ServerLabels, Gauge>::default();
+        let calls = Family::<CallLabels, Counter>::default();
+        let call_seconds = Family::<ToolLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "discovery_downstream_calls",
+            "Tool calls (execute_tool and tools shown directly) by server, tool and outcome: ok, tool_error, or the error code the gateway answered",
+            calls.clone(),
+        );
+        registry.register(
+            "discovery_downstream_call_duration_seconds",
+            "Time spent in downstream tool calls, by server and tool (with the calls, the mean)",
+            call_seconds.clone(),
+        );
         registry.register(
             "mcp_server_requests",
             "MCP requests served over HTTP, by method, tool and outcome",
@@ -187,6 +223,9 @@ impl Metrics {
             duration,
             search,
             servers,
+            calls,
+            call_seconds,
+            refreshing: Mutex::new(()),
             engine,
         })
     }
@@ -205,8 +244,10 @@ impl Metrics {
         }
     }
 
-    /// Read what is only known at scrape time (server states).
+    /// Read what is only known at scrape time (server states, the engine's call statistics).
     fn refresh(&self) {
+        let _one_at_a_time = self.refreshing.lock().unwrap_or_else(PoisonError::into_inner);
+        self.refresh_calls();
         self.servers.clear();
         for server in self.engine.server_statuses() {
             let state = state_label(server.status);
@@ -216,6 +257,48 @@ impl Metrics {
                     state,
                 })
                 .set(1);
+        }
+    }
+
+    /// Bring the call counters up to the engine's statistics: each counter gets what it lacks
+    /// (the statistics only grow while the engine lives). Calls of a server or tool that does
+    /// not exist are counted under `(unknown)`: those names are whatever a client typed.
+    fn refresh_calls(&self) {
+        let mut calls: HashMap<CallLabels, u64> = HashMap::new();
+        let mut seconds: HashMap<ToolLabels, f64> = HashMap::new();
+        for tool in self.engine.stats(None).tools {
+            let known = ToolLabels {
+                server: tool.server.clone(),
+                tool: tool.tool.clone(),
+            };
+            let outcomes = [("ok", tool.ok), ("tool_error", tool.tool_errors)]
+                .into_iter()
+                .map(|(outcome, n)| (outcome.to_owned(), n))
+                .chain(tool.errors.iter().map(|(code, n)| (code.clone(), *n)));
+            for (outcome, count) in outcomes.filter(|(_, n)| *n > 0) {
+                let named = labels_for(&known, &outcome);
+                *calls
+                    .entry(CallLabels {
+                        server: named.server,
+                        tool: named.tool,
+                        outcome,
+                    })
+                    .or_default() += count;
+            }
+            *seconds.entry(labels_for(&known, "")).or_default() += tool.total_ms / 1000.0;
+        }
+        for (labels, count) in calls {
+            let counter = self.calls.get_or_create(&labels);
+            if let Some(missing) = count.checked_sub(counter.get()).filter(|n| *n > 0) {
+                counter.inc_by(missing);
+            }
+        }
+        for (labels, total) in seconds {
+            let counter = self.call_seconds.get_or_create(&labels);
+            let missing = total - counter.get();
+            if missing > 0.0 {
+                counter.inc_by(missing);
+            }
         }
     }
 
@@ -234,6 +317,23 @@ impl Metrics {
     #[must_use]
     pub fn prometheus(&self) -> String {
         to_prometheus_text(&self.openmetrics())
+    }
+}
+
+/// The labels a call of `tool` is counted under: its names, or `(unknown)` for a server or
+/// tool that was not found (the caller chose those names, so they are not fit for a label).
+fn labels_for(tool: &ToolLabels, outcome: &str) -> ToolLabels {
+    const UNKNOWN: &str = "(unknown)";
+    match outcome {
+        "SERVER_NOT_FOUND" => ToolLabels {
+            server: UNKNOWN.to_owned(),
+            tool: UNKNOWN.to_owned(),
+        },
+        "TOOL_NOT_FOUND" => ToolLabels {
+            server: tool.server.clone(),
+            tool: UNKNOWN.to_owned(),
+        },
+        _ => tool.clone(),
     }
 }
 
