@@ -2,6 +2,9 @@
  * generated from the Rust config types): do not edit. */
 /* eslint-disable */
 
+/** One accepted audience or several. */
+export type Audience = string | Array<string>
+
 /** `discovery.audit`: the JSON Lines log of every `execute_tool`. */
 export interface AuditConfig {
   /** @default true */
@@ -78,6 +81,8 @@ export interface DiscoveryConfig {
    * (default: the official one). The gateway itself never contacts a registry.
    */
   registry?: string | null
+  /** `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time. */
+  http?: HttpSpec
 }
 
 /**
@@ -96,6 +101,115 @@ export interface ForwardedLimits {
    */
   perMinute?: number
 }
+
+/**
+ * Who may use the HTTP face (`serve --http`). Configure `issuers` (team mode) or `token`
+ * (one user on loopback), not both. Tokens must be issued for the gateway's canonical URL
+ * (`discovery.http.publicUrl`, else `http://HOST:PORT/mcp` of the bind address) unless an
+ * issuer sets `audience`.
+ */
+export interface HttpAuthSpec {
+  /** OAuth authorization servers whose access tokens (signed JWTs) are accepted. */
+  issuers?: Array<IssuerSpec>
+  /**
+   * A static bearer token for a single user on a loopback address. Must be a reference,
+   * `${secret:NAME}` (stored with `anygpt-discovery secret set NAME`) or `${ENV_VAR}`, never
+   * the token itself, and at least 32 characters once expanded. Requests made with it act as
+   * the caller with subject `static`.
+   */
+  token?: string | null
+  /**
+   * Clock skew tolerated on a token's `exp` and `nbf`, in seconds (at most 600).
+   * @default 60
+   */
+  leewaySeconds?: number
+  /**
+   * Scopes listed in the protected resource metadata (`scopes_supported`). Default: the
+   * issuers' `requiredScopes`.
+   */
+  scopesSupported?: Array<string>
+}
+
+/** `discovery.http`. */
+export interface HttpSpec {
+  /**
+   * Where `serve --http` listens when the command line names no address: `HOST:PORT`
+   * (default `127.0.0.1:8080`). A non-loopback address is refused until auth is configured.
+   */
+  listen?: string | null
+  /**
+   * The gateway's canonical URL as clients reach it (`https://mcp.example.com/mcp`): its
+   * host is allowed in `Host`, its origin in `Origin`, and it is the audience of tokens.
+   */
+  publicUrl?: string | null
+  /**
+   * More `Host` values to answer (`name` or `name:port`), beside loopback on the bound port
+   * and `publicUrl`'s host. Anything else gets 403 (DNS rebinding protection).
+   */
+  allowedHosts?: Array<string>
+  /**
+   * Browser origins allowed to call (`https://app.example.com:443`, `http://localhost:*`),
+   * beside loopback on the bound port and `publicUrl`'s origin. A request with any other
+   * `Origin` gets 403; requests without `Origin` (not from a browser) are not affected.
+   */
+  allowedOrigins?: Array<string>
+  /**
+   * After SIGTERM/SIGINT, how long calls in flight may still run before they are cut and
+   * the downstream servers closed (default 10000).
+   */
+  drainTimeoutMs?: number | null
+  /**
+   * Who may use `/mcp`: access tokens of OAuth issuers (team mode), or one static bearer
+   * token on loopback. Without it only loopback addresses are served.
+   */
+  auth?: HttpAuthSpec | null
+}
+
+/** One OAuth authorization server whose access tokens are accepted. */
+export interface IssuerSpec {
+  /**
+   * The issuer identifier, compared exactly with a token's `iss`, e.g.
+   * `https://id.example.com/realms/team` (Keycloak) or
+   * `https://login.microsoftonline.com/TENANT/v2.0` (Entra ID).
+   */
+  issuer: string
+  /**
+   * Where the issuer publishes its signing keys (a JWK Set): https, or http on loopback.
+   * Fetched at start, then again when a token names a key not seen yet (at most every
+   * 30 s) and every 15 minutes.
+   */
+  jwksUri?: string | null
+  /**
+   * A JWK Set file instead of `jwksUri` (offline or pinned keys). Read at start, and again
+   * when a token names a key not seen yet (at most every 30 s).
+   */
+  jwksFile?: string | null
+  /**
+   * The `aud` values accepted instead of the gateway's canonical URL, for issuers that
+   * cannot put the URL in `aud` (Entra ID uses the application ID URI, e.g. `api://GUID`).
+   */
+  audience?: Audience | null
+  /** Signature algorithms accepted. `HS*` (shared secrets) and `none` are never accepted. */
+  algorithms?: Array<JwtAlgorithm>
+  /**
+   * The claim holding the caller's groups or roles: a name (`groups`, `roles`,
+   * `https://example.com/roles`) or a dotted path into nested objects
+   * (`realm_access.roles` for Keycloak realm roles). A string or an array of strings.
+   * @default "groups"
+   */
+  groupsClaim?: string
+  /**
+   * Scopes every token of this issuer must grant (`scope` or `scp`); a token without them
+   * is answered 403 `insufficient_scope`.
+   */
+  requiredScopes?: Array<string>
+}
+
+/**
+ * A signature algorithm of an access token. Only asymmetric ones: the gateway holds public
+ * keys, and a shared secret (`HS*`) verified with a public key is a classic forgery.
+ */
+export type JwtAlgorithm = "RS256" | "RS384" | "RS512" | "PS256" | "PS384" | "PS512" | "ES256" | "ES384" | "EdDSA"
 
 /** `connection.oauth.grant`. */
 export type OAuthGrant = "authorizationCode" | "clientCredentials"
@@ -249,11 +363,34 @@ export interface ToolRule {
   /** Added from every matching rule. */
   tags?: Array<string>
   /**
+   * Only for these callers of the HTTP face (never the local user): a matching caller rule
+   * that says `enabled: false` hides the tools from them, one that says `true` lets them see
+   * and run the tools. Must set `enabled`; takes no `tags`; never turns on whitelist mode.
+   */
+  callers?: ToolRuleCallers | null
+  /**
    * Ask the human before each call: `true` (refused when the client cannot ask),
    * `"when-supported"` (asked when the client can, run otherwise) or `false`. The first
    * matching rule that sets this decides.
    */
   confirm?: ConfirmSpec | null
+}
+
+/**
+ * `callers` of a toolRule: a caller matches when its subject matches `subjects` or one of its
+ * groups matches `groups` (patterns as in `pattern`, read in order).
+ */
+export interface ToolRuleCallers {
+  /**
+   * Patterns over the caller's subject (the token's `sub`), e.g. `["alice", "svc-*"]`;
+   * `["*"]` is every authenticated caller.
+   */
+  subjects?: Array<string> | null
+  /**
+   * Patterns over the caller's groups (the configured groups or roles claim), e.g.
+   * `["admins"]` or `["!contractors", "*"]`.
+   */
+  groups?: Array<string> | null
 }
 
 /** Transport of a server. */

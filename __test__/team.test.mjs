@@ -110,6 +110,12 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
       assert.ok(header.includes(`resource_metadata="${metadataUrl}"`), `${what}: ${header}`);
       assert.ok(!(await answer.text()).includes(token), `${what}: the answer never quotes the token`);
     }
+    // /metrics names every server and tool called, whoever called them: a token is needed.
+    assert.equal((await fetch(`${gateway.base}/metrics`)).status, 401);
+    const scraped = await fetch(`${gateway.base}/metrics`, { headers: { authorization: `Bearer ${accessToken(key, audience, { sub: 'prometheus' })}` } });
+    assert.equal(scraped.status, 200);
+    assert.match(await scraped.text(), /discovery_server_status/);
+    assert.equal((await fetch(`${gateway.base}/healthz`)).status, 200, 'probes stay open');
     const unscoped = await post(gateway.url, { authorization: `Bearer ${accessToken(key, audience, { sub: 'alice', scope: 'profile' })}` });
     assert.equal(unscoped.status, 403);
     assert.match(unscoped.headers.get('www-authenticate'), /error="insufficient_scope"/);

@@ -211,15 +211,23 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
         .layer(axum::middleware::from_fn_with_state(observer, observe::observe));
     // Outside `observe`, which reads the `Caller` it inserts (to match a cancellation to its
     // caller's request). Requests it refuses are not counted by `observe`.
-    let mcp = match auth {
-        Some(auth) => mcp.layer(auth.layer()).merge(auth.metadata_router()),
-        None => mcp,
+    // `/metrics` names every server and tool called, whoever called it: with auth, a scraper
+    // authenticates as a client does (Prometheus' `authorization` setting); probes stay open.
+    let metrics = Router::new()
+        .route("/metrics", get(metrics_text))
+        .with_state(face.clone());
+    let (mcp, metrics) = match auth {
+        Some(auth) => (
+            mcp.layer(auth.layer()).merge(auth.metadata_router()),
+            metrics.layer(auth.layer()),
+        ),
+        None => (mcp, metrics),
     };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_text))
         .with_state(face.clone())
+        .merge(metrics)
         .merge(mcp)
 }
 

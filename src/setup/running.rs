@@ -101,7 +101,13 @@ mod tests {
         // meanwhile, makes running it fail with "text file busy".
         std::os::unix::fs::symlink("/bin/sleep", &zed).unwrap();
         let mut child = std::process::Command::new(&zed).arg("30").spawn().unwrap();
-        let found = is_running(SourceKind::Zed);
+        // The process table may show the child a moment after `spawn` returns.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut found = is_running(SourceKind::Zed);
+        while found != Some(true) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            found = is_running(SourceKind::Zed);
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(found, Some(true));
