@@ -71,7 +71,7 @@ describe('tools shown directly', () => {
     const [first, second] = auditLines().slice(-2);
     const strip = ({ time, durationMs, ...rest }) => rest;
     assert.deepEqual(strip(first), strip(second));
-    assert.deepEqual(strip(first), { server: 'everything', tool: 'echo', argumentKeys: ['message'], outcome: 'ok' });
+    assert.deepEqual(strip(first), { caller: 'local', server: 'everything', tool: 'echo', argumentKeys: ['message'], outcome: 'ok' });
   });
 
   test('an exposed tool is validated as through execute_tool', async () => {
