@@ -1,6 +1,7 @@
 // Shared helpers for the node tests: paths, a gateway started through the real bin with the
 // official SDK client, and process-tree inspection for the cleanup checks.
 import { readdirSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -299,4 +300,37 @@ export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0
     exit.then((code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
   });
   return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr, stdout: () => stdout };
+}
+
+/** A free loopback port right now (for a server the test starts on it). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createNetServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * server-everything over streamable HTTP (`/mcp`) or legacy SSE (`/sse`) on `port` (a free one
+ * by default); resolves once it listens. Returns { child, port, url }.
+ */
+export async function startHttpEverything(mode = 'streamableHttp', port = undefined) {
+  port ??= await freePort();
+  const child = spawn(process.execPath, [serverPaths.everything, mode], {
+    env: { ...process.env, PORT: String(port) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  await new Promise((resolve, reject) => {
+    let output = '';
+    child.stderr.on('data', (chunk) => {
+      output += chunk;
+      if (/listening on port|running on port/i.test(output)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
+  });
+  return { child, port, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
 }

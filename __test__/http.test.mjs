@@ -1,41 +1,9 @@
 // Remote downstream servers: server-everything in its streamable-HTTP and legacy HTTP+SSE
 // modes on 127.0.0.1, reached through the same five meta-tools.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
 import { test } from 'node:test';
-import { call, exited, serverPaths, startGateway, waitFor, writeConfig } from './helpers.mjs';
-
-/** A free loopback port. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** server-everything over streamable HTTP (`/mcp`) or legacy SSE (`/sse`); resolves once it listens. */
-async function startHttpEverything(mode = 'streamableHttp', port = undefined) {
-  port ??= await freePort();
-  const child = spawn(process.execPath, [serverPaths.everything, mode], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  await new Promise((resolve, reject) => {
-    let output = '';
-    child.stderr.on('data', (chunk) => {
-      output += chunk;
-      if (/listening on port|running on port/i.test(output)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
-  });
-  return { child, port, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
-}
+import { call, exited, freePort, startGateway, startHttpEverything, waitFor, writeConfig } from './helpers.mjs';
 
 test('a streamable-HTTP server works through the five meta-tools', async () => {
   const http = await startHttpEverything();

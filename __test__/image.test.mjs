@@ -7,16 +7,15 @@
 // sets it: `podman create` + `podman export`), else the context `npm run image` would build
 // from, staged from the debug binary `npm test` built (same libraries, same files).
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { IMAGE_UID, stage } from '../scripts/image.mjs';
 import { hostTriple } from '../scripts/host.mjs';
-import { root, serverPaths, tempDir } from './helpers.mjs';
+import { root, startHttpEverything, tempDir } from './helpers.mjs';
 
 const image = process.env.ANYGPT_IMAGE;
 const engine = process.env.ANYGPT_IMAGE_ENGINE ?? 'podman';
@@ -76,17 +75,6 @@ function inImage(dir, args) {
   return ['--userspec', `${IMAGE_UID}:${IMAGE_UID}`, dir, BINARY, ...args];
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
 test('the image runs its binary as a non-root user, with the config from a mounted file and auth required over HTTP', () => {
   assert.match(containerfile, /^FROM scratch$/m);
   assert.match(containerfile, /^USER 65532:65532$/m);
@@ -114,19 +102,7 @@ test("the image's binary runs alone in the image's files: --version, and what it
 
 test("stdio as `docker run -i --rm` runs it: search, details and execute through the SDK client, a remote server reached by name", { skip: needsRoot }, async () => {
   const dir = imageRoot();
-  const port = await freePort();
-  const everything = spawn(process.execPath, [serverPaths.everything, 'streamableHttp'], {
-    env: { ...process.env, PORT: String(port) },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  await new Promise((resolve, reject) => {
-    let output = '';
-    everything.stderr.on('data', (chunk) => {
-      output += chunk;
-      if (/listening on port|running on port/i.test(output)) resolve();
-    });
-    everything.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
-  });
+  const { child: everything, port } = await startHttpEverything();
   // What the container runtime writes, and the mounted config: the server by a name the
   // binary resolves from the image's files alone (no NSS modules beside it).
   writeFileSync(join(dir, 'etc', 'hosts'), '127.0.0.1 localhost everything.test\n');

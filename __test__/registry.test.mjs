@@ -15,10 +15,9 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { bin, call, connect, isolatedEnv, root, serverPaths, writeConfig } from './helpers.mjs';
+import { bin, call, connect, isolatedEnv, root, startHttpEverything, writeConfig } from './helpers.mjs';
 import { installedUvBin } from '../scripts/uv.mjs';
 
 const everythingVersion = JSON.parse(readFileSync(join(root, 'node_modules/@modelcontextprotocol/server-everything/package.json'), 'utf8')).version;
@@ -117,30 +116,6 @@ function startRegistry(documents, mode = 'ok') {
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => resolve({ url: `http://127.0.0.1:${server.address().port}`, asked, close: () => server.close() }));
   });
-}
-
-/** A port free right now (the server-everything below binds it). */
-function freePort() {
-  return new Promise((resolve) => {
-    const probe = createNetServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-async function startHttpEverything() {
-  const port = await freePort();
-  const child = spawn(process.execPath, [serverPaths.everything, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
-  await new Promise((resolve, reject) => {
-    let output = '';
-    child.stderr.on('data', (chunk) => {
-      output += chunk;
-      if (/listening on port/i.test(output)) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`server-everything exited with ${code}: ${output}`)));
-  });
-  return { child, url: `http://127.0.0.1:${port}/mcp` };
 }
 
 /** Run the bin without blocking this process: the registry answering it lives here. */

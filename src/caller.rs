@@ -44,6 +44,17 @@ impl Caller {
             .unwrap_or_else(Self::local)
     }
 
+    /// A remote caller with `subject` in `groups` (for tests of the rules that match callers).
+    #[cfg(test)]
+    #[must_use]
+    pub fn member(subject: &str, groups: &[&str]) -> Self {
+        Self {
+            subject: Some(subject.to_owned()),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+            ..Self::default()
+        }
+    }
+
     /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
     /// `local`. Bounded, so a long claim cannot flood a log line.
     #[must_use]

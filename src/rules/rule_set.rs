@@ -202,11 +202,7 @@ mod tests {
     }
 
     fn caller(subject: &str, groups: &[&str]) -> Caller {
-        Caller {
-            subject: Some(subject.to_owned()),
-            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-            ..Caller::default()
-        }
+        Caller::member(subject, groups)
     }
 
     #[test]
