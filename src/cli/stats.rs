@@ -29,16 +29,17 @@ pub struct StatsArgs {
     since: Option<SystemTime>,
 }
 
+/// A `--since` that is neither a duration nor a time.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is neither a duration (`30m`, `12h`, `1d`, `2w`) nor an RFC 3339 time (`2026-11-01T00:00:00Z`)")]
+struct BadSince(String);
+
 /// `--since`: a duration back from now, or a time.
-fn parse_since(text: &str) -> Result<SystemTime, String> {
+fn parse_since(text: &str) -> Result<SystemTime, BadSince> {
     if let Ok(back) = humantime::parse_duration(text) {
         return Ok(SystemTime::now().checked_sub(back).unwrap_or(SystemTime::UNIX_EPOCH));
     }
-    humantime::parse_rfc3339_weak(text).map_err(|_| {
-        format!(
-            "`{text}` is neither a duration (`30m`, `12h`, `1d`, `2w`) nor an RFC 3339 time (`2026-11-01T00:00:00Z`)"
-        )
-    })
+    humantime::parse_rfc3339_weak(text).map_err(|_| BadSince(text.to_owned()))
 }
 
 #[derive(Serialize)]

@@ -125,7 +125,29 @@ pub(super) struct KeySet {
 #[error("cannot read the JWK Set at {source_name}: {reason}")]
 pub(super) struct ReadError {
     source_name: String,
-    reason: String,
+    #[source]
+    reason: Unreadable,
+}
+
+/// Why a JWK Set could not be read (the texts name no token, only the set's own problem).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Unreadable {
+    #[error("{}", describe(.0))]
+    Request(#[source] reqwest::Error),
+    #[error("answered HTTP {0}")]
+    Status(reqwest::StatusCode),
+    #[error("answered more than {MAX_JWKS_BYTES} bytes")]
+    AnsweredTooMuch,
+    #[error("{0}")]
+    File(#[from] std::io::Error),
+    #[error("not a regular file")]
+    NotAFile,
+    #[error("larger than {MAX_JWKS_BYTES} bytes")]
+    FileTooLarge,
+    #[error("{0}")]
+    Reader(#[from] tokio::task::JoinError),
+    #[error("not a JWK Set (an object with a `keys` array): {0}")]
+    NotAKeySet(#[source] serde_json::Error),
 }
 
 impl KeySet {
@@ -206,21 +228,17 @@ impl KeySet {
     }
 
     async fn read(&self) -> Result<Keys, ReadError> {
-        let bytes = match &self.source {
+        let read = match &self.source {
             Source::Url(url) => self.fetch(url).await,
             Source::File(path) => read_file(path).await,
-        }
-        .map_err(|reason| ReadError {
-            source_name: self.source.to_string(),
-            reason,
-        })?;
-        parse(&bytes).map_err(|reason| ReadError {
+        };
+        read.and_then(|bytes| parse(&bytes)).map_err(|reason| ReadError {
             source_name: self.source.to_string(),
             reason,
         })
     }
 
-    async fn fetch(&self, url: &reqwest::Url) -> Result<Vec<u8>, String> {
+    async fn fetch(&self, url: &reqwest::Url) -> Result<Vec<u8>, Unreadable> {
         let mut response = self
             .client
             .get(url.clone())
@@ -228,18 +246,18 @@ impl KeySet {
             .timeout(FETCH_TIMEOUT)
             .send()
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(Unreadable::Request)?;
         let status = response.status();
         if !status.is_success() {
-            return Err(format!("answered HTTP {status}"));
+            return Err(Unreadable::Status(status));
         }
         if response.content_length().is_some_and(|n| n > MAX_JWKS_BYTES as u64) {
-            return Err(format!("answered more than {MAX_JWKS_BYTES} bytes"));
+            return Err(Unreadable::AnsweredTooMuch);
         }
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| describe(&e))? {
+        while let Some(chunk) = response.chunk().await.map_err(Unreadable::Request)? {
             if body.len() + chunk.len() > MAX_JWKS_BYTES {
-                return Err(format!("answered more than {MAX_JWKS_BYTES} bytes"));
+                return Err(Unreadable::AnsweredTooMuch);
             }
             body.extend_from_slice(&chunk);
         }
@@ -257,36 +275,32 @@ fn describe(err: &reqwest::Error) -> String {
     }
 }
 
-async fn read_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
+async fn read_file(path: &std::path::Path) -> Result<Vec<u8>, Unreadable> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
-        let file = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-        if !file.metadata().map_err(|e| e.to_string())?.is_file() {
-            return Err("not a regular file".to_owned());
+        let file = std::fs::File::open(&path)?;
+        if !file.metadata()?.is_file() {
+            return Err(Unreadable::NotAFile);
         }
         let mut bytes = Vec::new();
-        file.take(MAX_JWKS_BYTES as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| e.to_string())?;
+        file.take(MAX_JWKS_BYTES as u64 + 1).read_to_end(&mut bytes)?;
         if bytes.len() > MAX_JWKS_BYTES {
-            return Err(format!("larger than {MAX_JWKS_BYTES} bytes"));
+            return Err(Unreadable::FileTooLarge);
         }
         Ok(bytes)
     })
-    .await
-    .map_err(|e| e.to_string())?
+    .await?
 }
 
 /// The usable keys of a JWK Set document. A key we cannot use is skipped, not an error: a set
 /// often also holds encryption keys or keys for other curves.
-fn parse(bytes: &[u8]) -> Result<Keys, String> {
+fn parse(bytes: &[u8]) -> Result<Keys, Unreadable> {
     #[derive(serde::Deserialize)]
     struct Document {
         keys: Vec<serde_json::Value>,
     }
-    let document: Document =
-        serde_json::from_slice(bytes).map_err(|e| format!("not a JWK Set (an object with a `keys` array): {e}"))?;
+    let document: Document = serde_json::from_slice(bytes).map_err(Unreadable::NotAKeySet)?;
     let mut keys = Keys {
         read_at: Some(Instant::now()),
         ..Keys::default()
