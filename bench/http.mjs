@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { hostTriple } from '../scripts/host.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -28,8 +29,7 @@ const option = (name, fallback) => {
 const CLIENTS = Number(option('--clients', 200));
 const CALLS = Number(option('--calls', 50));
 const WINDOWS = Number(option('--windows', 10));
-const triple = `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`;
-const BINARY = option('--binary', join(root, `target/${triple}/release/anygpt-discovery`));
+const BINARY = option('--binary', join(root, 'target', hostTriple(), 'release/anygpt-discovery'));
 
 const home = mkdtempSync(join(tmpdir(), 'anygpt-bench-http-'));
 const config = join(home, 'config.json');
