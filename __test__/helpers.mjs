@@ -334,3 +334,43 @@ export async function startHttpEverything(mode = 'streamableHttp', port = undefi
   });
   return { child, port, url: `http://127.0.0.1:${port}/${mode === 'sse' ? 'sse' : 'mcp'}` };
 }
+
+/**
+ * A 2026-07-28 request: no initialize, version and capabilities in `_meta` (`params._meta`
+ * adds to or overrides them), headers to match.
+ */
+export function raw2026(url, method, params = {}, headers = {}, signal = undefined) {
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientInfo': { name: 'raw-2026', version: '0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+    ...params._meta,
+  };
+  const name = { 'tools/call': params.name, 'prompts/get': params.name, 'resources/read': params.uri }[method];
+  const extra = name ? { 'Mcp-Name': name } : {};
+  return fetch(url, {
+    method: 'POST',
+    signal,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'MCP-Protocol-Version': '2026-07-28',
+      'Mcp-Method': method,
+      ...extra,
+      ...headers,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } }),
+  });
+}
+
+/** The JSON-RPC answer in a response body (JSON, or the last `data:` of an SSE stream). */
+export async function answerOf(response) {
+  const text = await response.text();
+  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return JSON.parse(text);
+  const data = text
+    .split('\n')
+    .filter((line) => line.startsWith('data:'))
+    .map((line) => line.slice(5).trim())
+    .filter(Boolean);
+  return JSON.parse(data.at(-1));
+}

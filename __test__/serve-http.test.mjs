@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import { alive, bin, descendants, exited, isolatedEnv, referenceServer, root, serveHttp, waitFor, writeConfig } from './helpers.mjs';
+import { alive, answerOf, bin, descendants, exited, isolatedEnv, raw2026, referenceServer, root, serveHttp, waitFor, writeConfig } from './helpers.mjs';
 
 const faultServer = join(root, '__test__/fixtures/fault-server.mjs');
 const fault = (name, ...flags) => ({ name, connection: { command: process.execPath, args: [faultServer, ...flags] } });
@@ -29,42 +29,6 @@ async function metaCall(client, name, args = {}, options = undefined) {
 async function stop(gateway) {
   gateway.child.kill('SIGTERM');
   return gateway.exit;
-}
-
-/** A 2026-07-28 request: no initialize, version and capabilities in `_meta`, headers to match. */
-function raw2026(url, method, params = {}, headers = {}, signal = undefined) {
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-    'io.modelcontextprotocol/clientInfo': { name: 'raw-2026', version: '0' },
-    'io.modelcontextprotocol/clientCapabilities': {},
-  };
-  const name = { 'tools/call': params.name, 'prompts/get': params.name, 'resources/read': params.uri }[method];
-  const extra = name ? { 'Mcp-Name': name } : {};
-  return fetch(url, {
-    method: 'POST',
-    signal,
-    headers: {
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'MCP-Protocol-Version': '2026-07-28',
-      'Mcp-Method': method,
-      ...extra,
-      ...headers,
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } }),
-  });
-}
-
-/** The JSON-RPC answer in a response body (JSON, or the last `data:` of an SSE stream). */
-async function answerOf(response) {
-  const text = await response.text();
-  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) return JSON.parse(text);
-  const data = text
-    .split('\n')
-    .filter((line) => line.startsWith('data:'))
-    .map((line) => line.slice(5).trim())
-    .filter(Boolean);
-  return JSON.parse(data.at(-1));
 }
 
 test('the official SDK client over HTTP: search → details → execute, progress, no session', async () => {
@@ -208,7 +172,7 @@ test("a server's elicitation over HTTP is refused to it with the reason, and the
     const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'asking', tool: 'ask_person', arguments: { message: 'ok?' } } });
     const text = result.content[0].text;
     assert.match(text, /served over HTTP without a session/, text);
-    assert.match(text, /use the gateway over stdio/, text);
+    assert.match(text, /the gateway over stdio forwards them/, text);
     await client.close();
   } finally {
     await stop(gateway);

@@ -55,6 +55,17 @@ impl Caller {
         }
     }
 
+    /// Who the caller is, whole and unambiguous: what state bound to a caller (a call waiting
+    /// for its next round, a forwarded request's owner) is compared against. Never shown.
+    #[must_use]
+    pub fn identity(&self) -> String {
+        match (&self.issuer, &self.subject) {
+            // JSON strings: no issuer/subject pair can read as another.
+            (issuer, Some(subject)) => serde_json::json!([issuer, subject]).to_string(),
+            _ => "local".to_owned(),
+        }
+    }
+
     /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
     /// `local`. Bounded, so a long claim cannot flood a log line.
     #[must_use]

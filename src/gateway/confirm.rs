@@ -1,37 +1,29 @@
 //! The gateway's way of asking the human before a call a toolRules `confirm` covers: a form
 //! elicitation to the client with the question `crate::confirm` words (server, tool, the
-//! arguments scrubbed and bounded) and no field to fill, so accept is the yes. A client that
-//! did not declare elicitation cannot be asked, nor can one on protocol 2026-07-28, which
-//! forbids requests to the client: the engine then refuses or runs the call as the rule says.
+//! arguments scrubbed and bounded) and no field to fill, so accept is the yes. It travels as
+//! the call's other questions do (`to_client`): on the session, or as an input-required result
+//! on protocol 2026-07-28. A client that did not declare elicitation, or a sessionless older
+//! client over HTTP, cannot be asked: the engine then refuses or runs the call as the rule says.
 
 use std::sync::Arc;
 
-use rmcp::model::{ClientResult, ElicitationAction, ProtocolVersion, ServerRequest};
-use rmcp::service::RequestContext;
-use rmcp::RoleServer;
+use rmcp::model::{ClientResult, ElicitationAction, ServerRequest};
 use serde_json::json;
 
+use super::to_client::Channel;
 use crate::confirm::{Answer, Asker};
 
-/// The asker for this request's client, or `None` when it cannot be asked.
-pub(super) fn asker(context: &RequestContext<RoleServer>) -> Option<Asker> {
-    let declared = context
-        .client_capabilities()
-        .is_some_and(|capabilities| capabilities.elicitation.is_some());
-    // From 2026-07-28 a server may not send the client requests (an input-required result
-    // would carry the question, which this gateway does not answer with yet): such a session
-    // is one nobody can be asked in.
-    let forbidden = context
-        .protocol_version()
-        .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
-    if !declared || forbidden {
+/// The asker for this call's client, or `None` when it cannot be asked.
+pub(super) fn asker(channel: &Channel) -> Option<Asker> {
+    if let Err(why) = channel.can_ask("elicitation") {
+        tracing::debug!(%why, "a confirmation cannot be asked");
         return None;
     }
-    let peer = context.peer.clone();
+    let channel = channel.clone();
     Some(Arc::new(move |question: String| {
-        let peer = peer.clone();
+        let channel = channel.clone();
         Box::pin(async move {
-            match peer.send_request(question_request(&question)).await {
+            match channel.ask(question_request(&question)).await {
                 Ok(ClientResult::ElicitResult(result)) => match result.action {
                     ElicitationAction::Accept => Answer::Accepted,
                     ElicitationAction::Decline => Answer::Declined,

@@ -8,6 +8,9 @@
 //! that rmcp would drop) and `bound` keeps every message toward the client within size caps.
 //! `forwarded` names, checks and bounds the requests downstream servers send the client during
 //! an `execute_tool` (elicitation, sampling).
+//! `to_client` is how a call reaches its client with a question (a session's request, a
+//! 2026-07-28 round, or nobody); `rounds` runs the calls that ask in rounds of input-required
+//! results with a sealed `requestState`.
 //! `confirm` asks the client's human (elicitation) before a call toolRules `confirm` covers.
 //! `exposed` lists and runs the tools `discovery.expose` shows beside the five, and says
 //! when they change.
@@ -23,7 +26,9 @@ mod forwarded;
 mod inbound;
 pub(crate) mod meta_tool;
 mod offers;
+mod rounds;
 mod server;
+mod to_client;
 mod tools;
 mod wire;
 

@@ -19,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 use super::exposed;
 use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::offers;
+use super::rounds::{self, Round, Rounds};
+use super::to_client::needs_rounds;
 use super::wire::LineTransport;
 use crate::caller::Caller;
 use crate::engine::Engine;
@@ -35,6 +37,9 @@ pub struct Gateway {
     engine: Engine,
     relay: Arc<offers::Relay>,
     announcer: Arc<exposed::Announcer>,
+    /// Calls waiting for their 2026-07-28 client's next round, shared by every request this
+    /// gateway serves.
+    rounds: Arc<Rounds>,
 }
 
 impl Gateway {
@@ -44,6 +49,7 @@ impl Gateway {
             engine,
             relay: Arc::default(),
             announcer: Arc::default(),
+            rounds: Arc::default(),
         }
     }
 }
@@ -90,19 +96,42 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let mut arguments = request.arguments;
-        if !exposed::is_meta_tool(&request.name) {
+        let CallToolRequestParams {
+            name,
+            arguments,
+            request_state,
+            input_responses,
+            ..
+        } = request;
+        let caller = Caller::of_request(&context.extensions);
+        // On 2026-07-28 a call that asks its client something answers in rounds, each bound
+        // to this caller and request.
+        let binding = needs_rounds(&context).then(|| rounds::binding(&caller, &name, arguments.as_ref()));
+        let call = if exposed::is_meta_tool(&name) {
+            MetaTool::parse(&name, arguments)
+        } else {
             // A tool shown directly runs as the `execute_tool` call it stands for.
-            let caller = Caller::of_request(&context.extensions);
-            match exposed::call_of(&self.engine, &caller, &request.name, arguments).await {
-                Ok(call) => return Ok(MetaTool::Execute(call).apply(&self.engine, &context).await.into()),
-                Err(unused) => arguments = unused,
+            match exposed::call_of(&self.engine, &caller, &name, arguments).await {
+                Ok(call) => Ok(MetaTool::Execute(call)),
+                Err(unused) => MetaTool::parse(&name, unused),
             }
-        }
-        match MetaTool::parse(&request.name, arguments) {
-            Ok(call) => Ok(call.apply(&self.engine, &context).await.into()),
-            Err(Rejected::InvalidArguments(error)) => Ok(error_result(&error).into()),
-            Err(Rejected::UnknownTool(error)) => Err(error),
+        };
+        match (call, binding) {
+            (Ok(MetaTool::Execute(call)), Some(binding)) => {
+                let round = Round {
+                    binding,
+                    request_state,
+                    input_responses,
+                };
+                self.rounds.round(&self.engine, call, round, &context).await
+            }
+            _ if request_state.is_some() => Err(ErrorData::invalid_params(
+                "requestState was sent for a call that never asked for input; call the tool again without it",
+                None,
+            )),
+            (Ok(call), _) => Ok(call.apply(&self.engine, &context).await.into()),
+            (Err(Rejected::InvalidArguments(error)), _) => Ok(error_result(&error).into()),
+            (Err(Rejected::UnknownTool(error)), _) => Err(error),
         }
     }
 

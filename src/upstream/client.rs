@@ -74,42 +74,66 @@ pub(super) struct UpstreamClient {
 pub type RequestForwarder =
     Arc<dyn Fn(ServerRequest) -> BoxFuture<'static, Result<ClientResult, ErrorData>> + Send + Sync>;
 
-/// Forwarders of the calls in flight, by server; the newest answers.
-static FORWARDERS: Mutex<Vec<(u64, String, RequestForwarder)>> = Mutex::new(Vec::new());
+/// Forwarders of the calls in flight: (registration, server, caller identity, forwarder).
+static FORWARDERS: Mutex<Vec<(u64, String, String, RequestForwarder)>> = Mutex::new(Vec::new());
 
 /// Keeps a forwarder registered; dropping it (the call ended) removes it.
 pub struct Forwarding(u64);
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
-        lock(&FORWARDERS).retain(|(id, _, _)| *id != self.0);
+        lock(&FORWARDERS).retain(|(id, ..)| *id != self.0);
     }
 }
 
-/// Send `server`'s requests to the client through `forwarder` while the guard lives.
+/// Send `server`'s requests to the client of `caller`'s call through `forwarder` while the
+/// guard lives.
 #[must_use]
-pub fn forward_requests(server: &str, forwarder: RequestForwarder) -> Forwarding {
+pub fn forward_requests(server: &str, caller: &str, forwarder: RequestForwarder) -> Forwarding {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
-    lock(&FORWARDERS).push((id, server.to_owned(), forwarder));
+    lock(&FORWARDERS).push((id, server.to_owned(), caller.to_owned(), forwarder));
     Forwarding(id)
 }
 
+/// Why a request of a server is answered by no call's client.
+enum NoForwarder {
+    /// No call of the server is in flight.
+    Idle,
+    /// Calls of several callers are: a request on the shared session does not say whose call
+    /// it belongs to, and the wrong caller must never see it.
+    Ambiguous,
+}
+
 impl UpstreamClient {
-    fn forwarder(&self) -> Option<RequestForwarder> {
-        lock(&FORWARDERS)
-            .iter()
-            .rev()
-            .find(|(_, server, _)| *server == self.server)
-            .map(|(_, _, forwarder)| forwarder.clone())
+    /// The forwarder of the newest call of this server in flight, as long as every call in
+    /// flight is one caller's.
+    fn forwarder(&self) -> Result<RequestForwarder, NoForwarder> {
+        let forwarders = lock(&FORWARDERS);
+        let mut calls = forwarders.iter().rev().filter(|(_, server, ..)| *server == self.server);
+        let (_, _, caller, newest) = calls.next().ok_or(NoForwarder::Idle)?;
+        if calls.any(|(_, _, other, _)| other != caller) {
+            return Err(NoForwarder::Ambiguous);
+        }
+        Ok(newest.clone())
     }
 
     /// A request of the server, answered by the gateway's client through the call's
     /// forwarder (which refuses what that client did not declare). With no call in flight:
     /// elicitation declined, sampling refused, no roots.
     async fn answer(&self, request: ServerRequest) -> Result<ClientResult, ErrorData> {
-        if let Some(forward) = self.forwarder() {
-            return forward(request).await;
+        match self.forwarder() {
+            Ok(forward) => return forward(request).await,
+            Err(NoForwarder::Ambiguous) => {
+                tracing::info!(server = %self.server, "a request during calls of several callers: refused");
+                return Err(ErrorData::invalid_request(
+                    "the gateway cannot tell whose call this request belongs to: calls of several users \
+                     are in flight on this server, so it is put to none of them; ask again when only one \
+                     user's calls run",
+                    None,
+                ));
+            }
+            Err(NoForwarder::Idle) => {}
         }
         match request {
             ServerRequest::ElicitRequest(_) => {
@@ -592,5 +616,46 @@ mod tests {
         let not_a_page: ServerResult = serde_json::from_value(serde_json::json!({ "tools": 5 })).unwrap();
         let error = read_page(&mut ListingBuilder::default(), not_a_page).unwrap_err();
         assert!(error.to_string().contains("without a `tools` array"), "{error}");
+    }
+
+    fn client_of(server: &str) -> UpstreamClient {
+        UpstreamClient {
+            server: server.to_owned(),
+            progress: Arc::default(),
+            relist: Arc::default(),
+            pages: Arc::default(),
+        }
+    }
+
+    fn refusing(text: &'static str) -> RequestForwarder {
+        Arc::new(move |_| Box::pin(async move { Err(ErrorData::invalid_request(text, None)) }))
+    }
+
+    /// A request on a session shared by several users' calls must reach none of them: over
+    /// HTTP the wrong user would see (and could answer) another's question.
+    #[tokio::test]
+    async fn a_request_during_calls_of_two_callers_reaches_neither() {
+        let client = client_of("forwarders-test-shared");
+        let alice = forward_requests("forwarders-test-shared", "alice", refusing("alice's client"));
+        let asked = || client.answer(serde_json::from_value(serde_json::json!({ "method": "roots/list" })).unwrap());
+        let answered = asked().await.unwrap_err();
+        assert_eq!(
+            answered.message, "alice's client",
+            "one caller: that caller's call answers"
+        );
+        let alice_again = forward_requests("forwarders-test-shared", "alice", refusing("alice's newest"));
+        assert_eq!(asked().await.unwrap_err().message, "alice's newest");
+        let bob = forward_requests("forwarders-test-shared", "bob", refusing("bob's client"));
+        let refused = asked().await.unwrap_err();
+        assert!(
+            refused.message.contains("cannot tell whose call"),
+            "{}",
+            refused.message
+        );
+        drop((alice, alice_again));
+        assert_eq!(asked().await.unwrap_err().message, "bob's client", "bob alone again");
+        drop(bob);
+        // Nobody's call: roots are answered empty, as before.
+        assert!(matches!(asked().await, Ok(ClientResult::ListRootsResult(_))));
     }
 }

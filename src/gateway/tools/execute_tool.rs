@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ClientResult, ProgressNotificationParam, ServerRequest, Tool};
-use rmcp::service::{RequestContext, ServiceError};
+use rmcp::model::{CallToolResult, ProgressNotificationParam, ServerRequest, Tool};
+use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -14,6 +14,8 @@ use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::{Error, Result};
 use crate::gateway::bound::{cut_text, FIELD_BYTES, FORWARDED_REQUEST_BYTES};
 use crate::gateway::forwarded;
+use crate::gateway::to_client::Channel;
+use tokio_util::sync::CancellationToken;
 
 pub const NAME: &str = "execute_tool";
 
@@ -67,76 +69,60 @@ impl ExecuteTool {
         caller: &Caller,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult> {
+        let leg = Leg {
+            channel: Channel::of(context),
+            cancel: context.ct.clone(),
+            progress: progress_to_client(context),
+        };
+        self.run(engine, caller, leg).await
+    }
+
+    /// Run the call, asking its client through `leg.channel`.
+    pub(crate) async fn run(self, engine: &Engine, caller: &Caller, leg: Leg) -> Result<CallToolResult> {
         let options = ExecuteOptions {
             timeout_ms: checked_timeout(self.timeout_ms)?,
-            cancel: Some(context.ct.clone()),
-            progress: progress_to_client(context),
-            confirm: crate::gateway::confirm::asker(context),
+            cancel: Some(leg.cancel),
+            progress: leg.progress,
+            confirm: crate::gateway::confirm::asker(&leg.channel),
         };
         // What the server asks its client during the call (elicitation, sampling) goes to ours,
         // named, checked and bounded (`gateway::forwarded`).
-        let forwarder = requests_to_client(context, &self.server, engine.security());
-        let _forwarding = crate::upstream::forward_requests(&self.server, forwarder);
+        let forwarder = requests_to_client(leg.channel, &self.server, engine.security());
+        let _forwarding = crate::upstream::forward_requests(&self.server, &caller.identity(), forwarder);
         engine
             .execute(caller, &self.server, &self.tool, self.arguments, options)
             .await
     }
 }
 
+/// How one call reaches its client: questions, cancellation, progress.
+pub(crate) struct Leg {
+    pub channel: Channel,
+    pub cancel: CancellationToken,
+    pub progress: Option<ProgressSink>,
+}
+
 /// Forward `server`'s request to the client, when the client declared the capability it needs
 /// and the server is within `security.forwarded`; refuse it with the reason otherwise.
-fn requests_to_client(
-    context: &RequestContext<RoleServer>,
-    server: &str,
-    security: SecuritySpec,
-) -> crate::upstream::RequestForwarder {
-    let peer = context.peer.clone();
-    // Served over HTTP (the team face), every request stands alone: no session tells which
-    // capabilities the client declared, and its answer to a request sent on this stream would
-    // come back in a POST of its own, which the sessionless transport does not route back.
-    let over_http = context.extensions.get::<http::request::Parts>().is_some();
+fn requests_to_client(channel: Channel, server: &str, security: SecuritySpec) -> crate::upstream::RequestForwarder {
     let (server, security) = (Arc::<str>::from(server), Arc::new(security));
     Arc::new(move |request: ServerRequest| {
-        let (peer, server, security) = (peer.clone(), server.clone(), security.clone());
+        let (channel, server, security) = (channel.clone(), server.clone(), security.clone());
         Box::pin(async move {
-            let capabilities = peer
-                .peer_info()
-                .map(|info| info.capabilities.clone())
-                .unwrap_or_default();
-            let (declared, what) = match &request {
-                ServerRequest::ElicitRequest(_) => (capabilities.elicitation.is_some(), "elicitation"),
-                ServerRequest::CreateMessageRequest(_) => (capabilities.sampling.is_some(), "sampling"),
-                ServerRequest::ListRootsRequest(_) => (capabilities.roots.is_some(), "roots"),
-                _ => (false, "this request"),
+            let what = match &request {
+                ServerRequest::ElicitRequest(_) => "elicitation",
+                ServerRequest::CreateMessageRequest(_) => "sampling",
+                ServerRequest::ListRootsRequest(_) => "roots",
+                _ => "this request",
             };
-            if over_http {
-                return Err(ErrorData::invalid_request(
-                    format!(
-                        "the gateway's client is served over HTTP without a session, where {what} \
-                         requests cannot be forwarded to it yet (neither by one gateway nor across \
-                         replicas); use the gateway over stdio for tools that need {what}"
-                    ),
-                    None,
-                ));
-            }
-            if !declared {
-                return Err(ErrorData::invalid_request(
-                    format!("the gateway's client does not support {what} (it did not declare the capability)"),
-                    None,
-                ));
+            if let Err(why) = channel.can_ask(what) {
+                return Err(ErrorData::invalid_request(why, None));
             }
             // Held until the client answers: it counts toward `maxConcurrent` meanwhile.
             let _admitted = forwarded::admit(&server, what, security.forwarded)?;
             let request = fit_for_client(request, what)?;
             let request = forwarded::attribute(request, &server, what, &security)?;
-            match peer.send_request(request).await {
-                Ok(answer) => Ok::<ClientResult, ErrorData>(answer),
-                Err(ServiceError::McpError(error)) => Err(error),
-                Err(error) => Err(ErrorData::internal_error(
-                    format!("the gateway's client did not answer: {error}"),
-                    None,
-                )),
-            }
+            channel.ask(request).await
         })
     })
 }
@@ -184,7 +170,7 @@ fn checked_timeout(timeout_ms: Option<u64>) -> Result<Option<u64>> {
 /// the notifications in order; it ends when the call drops the sink. Only the newest report
 /// waits to be sent: a server reporting faster than the client reads cannot grow memory (the
 /// reports in between are superseded, never reordered).
-fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSink> {
+pub(crate) fn progress_to_client(context: &RequestContext<RoleServer>) -> Option<ProgressSink> {
     let token = context.meta.get_progress_token()?;
     let peer = context.peer.clone();
     let (sender, mut updates) = tokio::sync::watch::channel::<Option<ProgressUpdate>>(None);
