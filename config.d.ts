@@ -159,6 +159,13 @@ export interface HttpSpec {
    */
   drainTimeoutMs?: number | null
   /**
+   * Give clients before protocol 2026-07-28 a session (`Mcp-Session-Id`) held in this
+   * process, so a downstream server's elicitation, sampling or roots request reaches them
+   * during a call (default false: sessionless, any replica answers). Such a client must
+   * reach this same process for the session's life: one replica, or sticky routing.
+   */
+  legacySessions?: boolean
+  /**
    * Who may use `/mcp`: access tokens of OAuth issuers (team mode), or one static bearer
    * token on loopback. Without it only loopback addresses are served.
    */

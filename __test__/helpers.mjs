@@ -1,5 +1,6 @@
 // Shared helpers for the node tests: paths, a gateway started through the real bin with the
 // official SDK client, and process-tree inspection for the cleanup checks.
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { readdirSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -373,4 +374,19 @@ export async function answerOf(response) {
     .map((line) => line.slice(5).trim())
     .filter(Boolean);
   return JSON.parse(data.at(-1));
+}
+
+/** An issuer's RS256 signing key, as its JWK Set publishes it (`jwk`). */
+export function signingKey(kid) {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
+}
+
+/** An RS256 access token of `issuer` signed with `key`: `claims` over a valid default for `audience`. */
+export function accessToken(key, { issuer, audience, scope }, claims = {}) {
+  const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const now = Math.floor(Date.now() / 1000);
+  const payload = { iss: issuer, aud: audience, iat: now, exp: now + 600, scope, ...claims };
+  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(payload)}`;
+  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
 }

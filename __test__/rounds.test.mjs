@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { answerOf, raw2026, referenceServer, root, serveHttp } from './helpers.mjs';
+import { answerOf, raw2026, referenceServer, root, serveHttp, tempDir } from './helpers.mjs';
 
 const ELICITING = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } } };
 
@@ -29,7 +29,10 @@ function question(answer) {
 describe('2026-07-28: questions during a call travel as input-required rounds', () => {
   let gateway;
   before(async () => {
-    gateway = await serveHttp([asking, referenceServer('memory')], {
+    const memory = referenceServer('memory');
+    // Its own graph file: the package's default one outlives the test.
+    memory.connection.env = { MEMORY_FILE_PATH: join(tempDir(), 'memory.jsonl') };
+    gateway = await serveHttp([asking, memory], {
       discovery: { toolRules: [{ server: 'memory', pattern: 'create_entities', confirm: true }] },
     });
   });

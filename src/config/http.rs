@@ -36,6 +36,12 @@ pub struct HttpSpec {
     /// the downstream servers closed (default 10000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout_ms: Option<u64>,
+    /// Give clients before protocol 2026-07-28 a session (`Mcp-Session-Id`) held in this
+    /// process, so a downstream server's elicitation, sampling or roots request reaches them
+    /// during a call (default false: sessionless, any replica answers). Such a client must
+    /// reach this same process for the session's life: one replica, or sticky routing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legacy_sessions: bool,
     /// Who may use `/mcp`: access tokens of OAuth issuers (team mode), or one static bearer
     /// token on loopback. Without it only loopback addresses are served.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,14 +3,15 @@
 //! what that client declared it can answer.
 //!
 //! Three ways, by how the client is served:
-//! - **A session** (stdio, where one connection carries both directions): the question is a
-//!   request on the client's connection and its answer comes back on it.
+//! - **A session** (stdio, where one connection carries both directions, or an HTTP session):
+//!   the question is a request to the client and its answer comes back to the session.
 //! - **Rounds** (protocol 2026-07-28, any transport): a server may not send its client
 //!   requests, so the question ends the current round of the call as an input-required result
 //!   and its answer comes with the client's retry (`rounds`).
 //! - **Nobody** (an older client over HTTP, served without a session): the client's answer
 //!   would come back in a POST of its own, which nothing routes to the waiting call; the
-//!   question is refused with that reason.
+//!   question is refused with that reason. With `discovery.http.legacySessions` such a client
+//!   has a session in this process, and is asked as on stdio.
 
 use rmcp::model::{ClientCapabilities, ClientResult, ProtocolVersion, ServerRequest};
 use rmcp::service::{RequestContext, ServiceError};
@@ -42,14 +43,20 @@ pub(crate) struct Channel {
 /// Why a sessionless client over HTTP cannot be asked.
 const SESSIONLESS: &str = "the gateway's client is served over HTTP without a session, where its answer to a \
      request would arrive in a POST nothing routes to the waiting call; a client on protocol 2026-07-28 gets \
-     such questions as input-required results, and the gateway over stdio forwards them to any client";
+     such questions as input-required results, `discovery.http.legacySessions: true` gives older clients a \
+     session in one gateway process, and the gateway over stdio forwards them to any client";
 
 impl Channel {
     /// The channel of a request answered in one round: a session's, or nobody's.
     pub fn of(context: &RequestContext<RoleServer>) -> Self {
         let declared = context.client_capabilities().unwrap_or_default();
-        let over_http = context.extensions.get::<http::request::Parts>().is_some();
-        let to_client = if over_http || needs_rounds(context) {
+        // Over HTTP only a session (`discovery.http.legacySessions`) routes the client's answer,
+        // a POST of its own, back to the call.
+        let sessionless = context
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
+        let to_client = if sessionless || needs_rounds(context) {
             ToClient::Nobody
         } else {
             ToClient::Session(context.peer.clone())

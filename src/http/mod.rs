@@ -23,6 +23,7 @@ mod cancel;
 mod guard;
 mod metrics;
 mod observe;
+mod sessions;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -35,7 +36,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -162,7 +163,9 @@ impl Bound {
 struct Face {
     engine: Engine,
     metrics: Arc<Metrics>,
-    mcp: StreamableHttpService<Gateway, NeverSessionManager>,
+    mcp: StreamableHttpService<Gateway, LocalSessionManager>,
+    /// `discovery.http.legacySessions`: the sessions of older clients, each its opener's.
+    sessions: Option<Arc<sessions::Sessions>>,
     /// Set on the stop request: readiness fails so balancers send no more.
     draining: Arc<AtomicBool>,
     /// Cancelled when the drain deadline passes: every answer stream still open gets an error
@@ -175,9 +178,11 @@ struct Face {
 impl Face {
     fn new(engine: &Engine, spec: &HttpSpec, bound: SocketAddr) -> Result<Self, BindError> {
         let (cut, mcp_stop) = (CancellationToken::new(), CancellationToken::new());
+        let sessions = spec.legacy_sessions.then(sessions::Sessions::new);
         let config = StreamableHttpServerConfig::default()
-            // Sessionless for every protocol version: no per-client state, any replica answers.
-            .with_legacy_session_mode(false)
+            // Sessionless for every protocol version unless `legacySessions` is on: no
+            // per-client state, any replica answers. 2026-07-28 is sessionless either way.
+            .with_legacy_session_mode(sessions.is_some())
             .with_sse_keep_alive(Some(SSE_PING))
             .with_allowed_hosts(guard::allowed_hosts(spec, bound)?)
             .with_allowed_origins(guard::allowed_origins(spec, bound)?)
@@ -185,11 +190,13 @@ impl Face {
             .with_max_request_body_bytes(MAX_REQUEST_BYTES)
             .with_cancellation_token(mcp_stop.clone());
         let gateway = Gateway::new(engine.clone());
-        let mcp = StreamableHttpService::new(move || Ok(gateway.clone()), Arc::default(), config);
+        let manager = sessions.as_ref().map_or_else(Arc::default, |s| s.manager.clone());
+        let mcp = StreamableHttpService::new(move || Ok(gateway.clone()), manager, config);
         Ok(Self {
             engine: engine.clone(),
             metrics: Metrics::new(engine.clone()),
             mcp,
+            sessions,
             draining: Arc::default(),
             cut,
             mcp_stop,
@@ -206,9 +213,12 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
         in_flight: Arc::default(),
         cut: face.cut.clone(),
     };
-    let mcp = Router::new()
-        .route_service("/mcp", face.mcp.clone())
-        .layer(axum::middleware::from_fn_with_state(observer, observe::observe));
+    let mut mcp = Router::new().route_service("/mcp", face.mcp.clone());
+    if let Some(sessions) = &face.sessions {
+        // Inside `observe` and authentication: it reads the caller the latter proved.
+        mcp = mcp.layer(axum::middleware::from_fn_with_state(sessions.clone(), sessions::keep));
+    }
+    let mcp = mcp.layer(axum::middleware::from_fn_with_state(observer, observe::observe));
     // Outside `observe`, which reads the `Caller` it inserts (to match a cancellation to its
     // caller's request). Requests it refuses are not counted by `observe`.
     // `/metrics` names every server and tool called, whoever called it: with auth, a scraper
