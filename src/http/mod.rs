@@ -1,7 +1,10 @@
 //! http — the team face: axum routes around the gateway handler, so one process serves many
 //! clients over streamable HTTP (DESIGN §8a). No per-client state: every request is served on
 //! its own (rmcp's stateless mode, for every protocol version), and the gateway's five
-//! meta-tools never change, so any replica answers any request.
+//! meta-tools never change, so any replica answers any request. The exceptions are opt-in or
+//! short: `discovery.http.legacySessions` gives pre-2026-07-28 clients sessions in this
+//! process (`sessions`), and a 2026-07-28 call waiting for its client's next round is parked
+//! in the process that started it (`crate::gateway`'s rounds).
 //!
 //! - `/mcp`: rmcp's `StreamableHttpService` over [`crate::gateway::Gateway`], behind
 //!   `observe` (body limit, metrics) and, when `discovery.http.auth` is set, [`auth`]: an
