@@ -4,7 +4,9 @@
 // issuer / expired / bad signature → 401 with the metadata pointer; insufficient scope → 403;
 // two users see different search results and counts, one is refused at execute exactly as for
 // a tool that does not exist (and a tool shown directly is shown to those who may run it
-// only); the audit line names the caller.
+// only); the audit line names the caller. Prompts, resources, templates and completions follow
+// the tools: a caller from whom a server's every tool is hidden gets none of its offers, and a
+// get, read, completion or subscription of one answers exactly as for a name no server has.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -12,9 +14,16 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { referenceServer, serveHttp, tempDir } from './helpers.mjs';
+import { referenceServer, root, serveHttp, tempDir } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
+// server-everything lists it, and so does the `bare` fixture after it (prompts and resources,
+// no tools).
+const SHARED_URI = 'demo://resource/static/document/architecture.md';
+const bare = {
+  name: 'bare',
+  connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs'), '--no-tools'] },
+};
 const SCOPE = 'mcp:tools';
 
 /** An issuer's signing key, as its JWK Set publishes it. */
@@ -64,7 +73,7 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
   before(async () => {
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
-    gateway = await serveHttp([referenceServer('everything'), referenceServer('memory')], {
+    gateway = await serveHttp([referenceServer('everything'), referenceServer('memory'), bare], {
       discovery: {
         audit: { path: audit },
         expose: ['memory:read_graph'],
@@ -73,6 +82,9 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
           // The memory server is for admins only.
           { server: 'memory', pattern: '*', enabled: true, callers: { groups: ['admins'] } },
           { server: 'memory', pattern: '*', enabled: false, callers: { subjects: ['*'] } },
+          // bob sees nothing of server-everything; carol nothing of the toolless `bare`.
+          { server: 'everything', pattern: '*', enabled: false, callers: { subjects: ['bob'] } },
+          { server: 'bare', pattern: '*', enabled: false, callers: { subjects: ['carol'] } },
         ],
       },
     });
@@ -163,6 +175,73 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
     } finally {
       await alice.close();
       await bob.close();
+    }
+  });
+
+  test("prompts, resources, templates and completions of a server hidden from a caller are missing to them", async () => {
+    const token = (sub) => accessToken(key, audience, { sub, groups: ['devs'] });
+    const [alice, bob, carol] = await Promise.all(['alice', 'bob', 'carol'].map((sub) => clientWith(gateway.url, token(sub))));
+    try {
+      const prompts = async (client) => (await client.listPrompts()).prompts.map((p) => p.name);
+      const resources = async (client) => (await client.listResources()).resources.map((r) => r.uri);
+      const templates = async (client) => (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+
+      // alice sees everything's and bare's offers; the later lister of the shared URI is renamed.
+      assert.ok((await prompts(alice)).includes('everything__simple-prompt'), (await prompts(alice)).join(', '));
+      assert.ok((await prompts(alice)).includes('bare__twin-hello'));
+      const aliceResources = await resources(alice);
+      assert.ok(aliceResources.includes(SHARED_URI) && aliceResources.includes(`anygpt://bare/${SHARED_URI}`), aliceResources.join(', '));
+      assert.ok((await templates(alice)).includes('demo://resource/dynamic/text/{resourceId}'));
+      const read = await alice.readResource({ uri: 'demo://resource/dynamic/text/3' });
+      assert.match(read.contents[0].text, /3/);
+      const completed = await alice.complete({
+        ref: { type: 'ref/prompt', name: 'everything__completable-prompt' },
+        argument: { name: 'department', value: 'Eng' },
+      });
+      assert.deepEqual(completed.completion.values, ['Engineering']);
+
+      // bob: nothing of server-everything, and the shared URI is bare's, plain.
+      assert.deepEqual(await prompts(bob), ['bare__twin-hello']);
+      const bobResources = await resources(bob);
+      assert.ok(!bobResources.some((uri) => uri.startsWith('demo://resource/dynamic') || uri.includes('anygpt://')), bobResources.join(', '));
+      assert.ok(bobResources.includes(SHARED_URI), bobResources.join(', '));
+      assert.deepEqual(await templates(bob), ['twin://note/{id}']);
+      const shared = await bob.readResource({ uri: SHARED_URI });
+      assert.equal(shared.contents[0].text, 'written by the twin server');
+
+      // Each refusal is the one a name or URI no server has gets, word for word.
+      const refusal = async (attempt, hidden, missing) => {
+        const error = async (value) => {
+          const failed = await attempt(value).then(() => null, (e) => e);
+          assert.ok(failed, `${value} was answered`);
+          return { code: failed.code, message: failed.message.replaceAll(value, '<asked>') };
+        };
+        const [seen, absent] = [await error(hidden), await error(missing)];
+        assert.deepEqual(seen, absent, `${hidden} vs ${missing}`);
+        assert.doesNotMatch(seen.message, /forbidden|not allowed|permission|hidden/i);
+      };
+      await refusal((name) => bob.getPrompt({ name }), 'everything__simple-prompt', 'nowhere__simple-prompt');
+      const dynamic = 'demo://resource/dynamic/text/3';
+      await refusal((uri) => bob.readResource({ uri }), dynamic, 'nowhere://resource/3');
+      await refusal((uri) => bob.readResource({ uri }), `anygpt://everything/${dynamic}`, `anygpt://nowhere/${dynamic}`);
+      await refusal((uri) => bob.subscribeResource({ uri }), dynamic, 'nowhere://resource/3');
+      await refusal(
+        (name) => bob.complete({ ref: { type: 'ref/prompt', name }, argument: { name: 'department', value: 'Eng' } }),
+        'everything__completable-prompt',
+        'nowhere__completable-prompt',
+      );
+      await refusal(
+        (uri) => bob.complete({ ref: { type: 'ref/resource', uri }, argument: { name: 'resourceId', value: '1' } }),
+        'demo://resource/dynamic/text/{resourceId}',
+        'nowhere://resource/{resourceId}',
+      );
+
+      // A server with no tools is judged by the rules for it as a whole (`pattern: "*"`).
+      assert.ok(!(await prompts(carol)).includes('bare__twin-hello'), (await prompts(carol)).join(', '));
+      assert.ok((await prompts(carol)).includes('everything__simple-prompt'));
+      await refusal((uri) => carol.readResource({ uri }), 'twin://note/1', 'nowhere://note/1');
+    } finally {
+      await Promise.all([alice, bob, carol].map((client) => client.close()));
     }
   });
 });

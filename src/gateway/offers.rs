@@ -12,68 +12,122 @@ use std::time::Duration;
 
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams, ReadResourceResult,
+    ListResourceTemplatesResult, ListResourcesResult, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate,
 };
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::{ErrorData, Peer, RoleServer};
 
 use super::bound::{cut_text, FIELD_BYTES};
+use crate::caller::Caller;
 use crate::engine::{listen_offers, Engine, Listening, OfferEvent};
 use crate::error::{Error, ErrorCode};
 
-pub(super) async fn list_prompts(engine: &Engine, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
-    let (mut prompts, next) = engine.list_prompts(cursor).await.map_err(|e| rpc_error(&e))?;
-    for prompt in &mut prompts {
-        bound(&mut prompt.description);
-    }
-    let mut result = ListPromptsResult::with_all_items(prompts);
-    result.next_cursor = next;
-    Ok(result)
+/// One kind of listing as the client gets it: the descriptions bounded, the page made.
+trait Shown: Sized {
+    type Page;
+    fn description(&mut self) -> &mut Option<String>;
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page;
 }
 
-pub(super) async fn get_prompt(engine: &Engine, params: GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
-    engine.get_prompt(params).await.map_err(|e| rpc_error(&e))
+impl Shown for Prompt {
+    type Page = ListPromptsResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
+    }
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListPromptsResult {
+            next_cursor: next,
+            ..ListPromptsResult::with_all_items(items)
+        }
+    }
 }
 
-pub(super) async fn list_resources(engine: &Engine, cursor: Option<&str>) -> Result<ListResourcesResult, ErrorData> {
-    let (mut resources, next) = engine.list_resources(cursor).await.map_err(|e| rpc_error(&e))?;
-    for resource in &mut resources {
-        bound(&mut resource.description);
+impl Shown for Resource {
+    type Page = ListResourcesResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
     }
-    let mut result = ListResourcesResult::with_all_items(resources);
-    result.next_cursor = next;
-    Ok(result)
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListResourcesResult {
+            next_cursor: next,
+            ..ListResourcesResult::with_all_items(items)
+        }
+    }
+}
+
+impl Shown for ResourceTemplate {
+    type Page = ListResourceTemplatesResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
+    }
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListResourceTemplatesResult {
+            next_cursor: next,
+            ..ListResourceTemplatesResult::with_all_items(items)
+        }
+    }
+}
+
+/// The page of one listing the engine gave.
+fn shown<T: Shown>(listed: crate::error::Result<(Vec<T>, Option<String>)>) -> Result<T::Page, ErrorData> {
+    let (mut items, next) = listed.map_err(|e| rpc_error(&e))?;
+    for item in &mut items {
+        bound(item.description());
+    }
+    Ok(T::page(items, next))
+}
+
+pub(super) async fn list_prompts(
+    engine: &Engine,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<ListPromptsResult, ErrorData> {
+    shown(engine.list_prompts(caller, cursor).await)
+}
+
+pub(super) async fn get_prompt(
+    engine: &Engine,
+    caller: &Caller,
+    params: GetPromptRequestParams,
+) -> Result<GetPromptResult, ErrorData> {
+    engine.get_prompt(caller, params).await.map_err(|e| rpc_error(&e))
+}
+
+pub(super) async fn list_resources(
+    engine: &Engine,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, ErrorData> {
+    shown(engine.list_resources(caller, cursor).await)
 }
 
 pub(super) async fn list_resource_templates(
     engine: &Engine,
+    caller: &Caller,
     cursor: Option<&str>,
 ) -> Result<ListResourceTemplatesResult, ErrorData> {
-    let (mut templates, next) = engine
-        .list_resource_templates(cursor)
-        .await
-        .map_err(|e| rpc_error(&e))?;
-    for template in &mut templates {
-        bound(&mut template.description);
-    }
-    let mut result = ListResourceTemplatesResult::with_all_items(templates);
-    result.next_cursor = next;
-    Ok(result)
+    shown(engine.list_resource_templates(caller, cursor).await)
 }
 
 pub(super) async fn read_resource(
     engine: &Engine,
+    caller: &Caller,
     params: ReadResourceRequestParams,
 ) -> Result<ReadResourceResult, ErrorData> {
-    let mut result = engine.read_resource(params).await.map_err(|e| rpc_error(&e))?;
+    let mut result = engine.read_resource(caller, params).await.map_err(|e| rpc_error(&e))?;
     // A server of an older protocol leaves `resultType` out; a 2026-07-28 client must get it
     // (rmcp drops it again for older clients).
     result.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
     Ok(result)
 }
 
-pub(super) async fn complete(engine: &Engine, params: CompleteRequestParams) -> Result<CompleteResult, ErrorData> {
-    engine.complete(params).await.map_err(|e| rpc_error(&e))
+pub(super) async fn complete(
+    engine: &Engine,
+    caller: &Caller,
+    params: CompleteRequestParams,
+) -> Result<CompleteResult, ErrorData> {
+    engine.complete(caller, params).await.map_err(|e| rpc_error(&e))
 }
 
 fn bound(text: &mut Option<String>) {
@@ -196,9 +250,17 @@ fn relay(state: &Arc<Mutex<RelayState>>, server: &str, event: &OfferEvent) {
 
 /// `resources/subscribe`: routed to the owning server; its updates reach the client under
 /// the URI it subscribed with.
-pub(super) async fn subscribe(engine: &Engine, relay: &Relay, params: SubscribeRequestParams) -> Result<(), ErrorData> {
+pub(super) async fn subscribe(
+    engine: &Engine,
+    relay: &Relay,
+    caller: &Caller,
+    params: SubscribeRequestParams,
+) -> Result<(), ErrorData> {
     let asked = params.uri.clone();
-    let key = engine.subscribe_resource(params).await.map_err(|e| rpc_error(&e))?;
+    let key = engine
+        .subscribe_resource(caller, params)
+        .await
+        .map_err(|e| rpc_error(&e))?;
     locked(&relay.state).subscribed.entry(key).or_default().insert(asked);
     Ok(())
 }
@@ -207,10 +269,14 @@ pub(super) async fn subscribe(engine: &Engine, relay: &Relay, params: SubscribeR
 pub(super) async fn unsubscribe(
     engine: &Engine,
     relay: &Relay,
+    caller: &Caller,
     params: UnsubscribeRequestParams,
 ) -> Result<(), ErrorData> {
     let asked = params.uri.clone();
-    let key = engine.unsubscribe_resource(params).await.map_err(|e| rpc_error(&e))?;
+    let key = engine
+        .unsubscribe_resource(caller, params)
+        .await
+        .map_err(|e| rpc_error(&e))?;
     let mut state = locked(&relay.state);
     if let Some(uris) = state.subscribed.get_mut(&key) {
         uris.remove(&asked);

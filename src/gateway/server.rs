@@ -109,41 +109,60 @@ impl ServerHandler for Gateway {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        offers::list_prompts(&self.engine, cursor(request.as_ref())).await
+        offers::list_prompts(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        offers::get_prompt(&self.engine, request).await.map(Into::into)
+        offers::get_prompt(&self.engine, &Caller::of_request(&context.extensions), request)
+            .await
+            .map(Into::into)
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        offers::list_resources(&self.engine, cursor(request.as_ref())).await
+        offers::list_resources(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        offers::list_resource_templates(&self.engine, cursor(request.as_ref())).await
+        offers::list_resource_templates(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        offers::read_resource(&self.engine, request).await.map(Into::into)
+        offers::read_resource(&self.engine, &Caller::of_request(&context.extensions), request)
+            .await
+            .map(Into::into)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -156,18 +175,30 @@ impl ServerHandler for Gateway {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        offers::subscribe(&self.engine, &self.relay, request).await
+        offers::subscribe(
+            &self.engine,
+            &self.relay,
+            &Caller::of_request(&context.extensions),
+            request,
+        )
+        .await
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        offers::unsubscribe(&self.engine, &self.relay, request).await
+        offers::unsubscribe(
+            &self.engine,
+            &self.relay,
+            &Caller::of_request(&context.extensions),
+            request,
+        )
+        .await
     }
 
     /// 2026-07-28 `subscriptions/listen`: every advertised category is accepted (rmcp narrows
@@ -180,9 +211,9 @@ impl ServerHandler for Gateway {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        offers::complete(&self.engine, request).await
+        offers::complete(&self.engine, &Caller::of_request(&context.extensions), request).await
     }
 }
 
