@@ -136,12 +136,19 @@ impl Sees {
     /// What `caller` sees under `state`'s rules, once the stored tool lists are loaded (so a
     /// server's tools decide for it as soon as they are known).
     pub(super) async fn of(state: &State, caller: &Caller) -> Self {
+        if !state.config.rules().reach(caller).is_empty() {
+            state.indexed().await;
+        }
+        Self::now(state, caller)
+    }
+
+    /// What `caller` sees with the tool lists known now.
+    fn now(state: &State, caller: &Caller) -> Self {
         let rules = state.config.rules();
         let reach = rules.reach(caller);
         if reach.is_empty() {
             return Self { only: None };
         }
-        state.indexed().await;
         let catalog = state.read_catalog();
         let view = state.view(&catalog, caller);
         let only = state
@@ -226,7 +233,129 @@ impl RouteTable {
     }
 }
 
+/// The downstream resource subscriptions clients hold: (server, its URI) → how many
+/// subscriptions of clients (a legacy `resources/subscribe`, a `subscriptions/listen`) rest on
+/// it. A server has one subscription per URI whoever asked, so only the last client to leave
+/// ends it; and a server whose session ended forgets it, so each one held is made again when
+/// the server is ready anew.
+#[derive(Debug, Default)]
+pub(super) struct Subscriptions {
+    held: Arc<Mutex<HashMap<(String, String), usize>>>,
+    /// Servers with a task that re-subscribes when their session is reopened.
+    kept: Arc<Mutex<HashSet<String>>>,
+    /// One change at a time per server (its subscribe or unsubscribe sent, then counted), so
+    /// a server hears them in the order the counts changed: a client leaving as another
+    /// arrives never has its unsubscribe land after the newcomer's subscribe.
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Subscriptions {
+    /// `server`'s turn to change its subscriptions.
+    fn turn(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        turns.entry(server.to_owned()).or_default().clone()
+    }
+
+    /// One more client on `key`; whether it is the first.
+    fn hold(&self, key: &(String, String)) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(key.clone()).or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// One client less on `key`; whether it was the last (then the server should be told).
+    fn release(&self, key: &(String, String)) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.get_mut(key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                held.remove(key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The URIs of `server` held now.
+    fn of(&self, server: &str) -> Vec<String> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.keys()
+            .filter(|(s, _)| s == server)
+            .map(|(_, uri)| uri.clone())
+            .collect()
+    }
+
+    /// Watch `server` while any subscription of it is held: each time it is ready in a new
+    /// session (restarted after a crash, reopened after idleness), subscribe again.
+    fn keep(&self, server: &Arc<Server>, timeout_ms: u64) {
+        let name = server.spec.name.clone();
+        if !self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone())
+        {
+            return;
+        }
+        let (held, kept, server) = (self.held.clone(), self.kept.clone(), server.clone());
+        let this = Self {
+            held,
+            kept: kept.clone(),
+            turns: Mutex::default(),
+        };
+        let mut states = server.watch_state();
+        states.borrow_and_update();
+        tokio::spawn(async move {
+            let session = |server: &Server| matches!(server.state(), ServerState::Ready).then(|| server.attempt());
+            let mut last = session(&server);
+            while states.changed().await.is_ok() {
+                let uris = {
+                    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+                    let uris = this.of(&name);
+                    if uris.is_empty() {
+                        // Under `kept`'s lock: a new holder either came before (and is seen
+                        // here) or finds no watcher and starts one.
+                        kept.remove(&name);
+                        return;
+                    }
+                    uris
+                };
+                let now = session(&server);
+                if now.is_some() && now != last {
+                    tracing::debug!(server = %name, count = uris.len(), "new session: subscribing again");
+                    for uri in uris {
+                        let timeout = Duration::from_millis(timeout_ms);
+                        if let Err(error) = server.request(subscribe_request(&uri), timeout).await {
+                            tracing::debug!(server = %name, %error, "resources/subscribe again failed");
+                        }
+                    }
+                }
+                last = now;
+            }
+            kept.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
+        });
+    }
+}
+
+/// `resources/subscribe` of `uri` as its server knows it.
+fn subscribe_request(uri: &str) -> ClientRequest {
+    // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+    #[allow(deprecated)]
+    ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(SubscribeRequestParams::new(uri)))
+}
+
 impl Engine {
+    /// Whether `caller` sees `server`'s prompts and resources now (what decides whether a
+    /// change of them is worth telling the caller).
+    #[must_use]
+    pub fn shows_offers_of(&self, caller: &Caller, server: &str) -> bool {
+        Sees::now(&self.current(), caller).server(server)
+    }
+
     /// Each seen server's full list of `T` on the page at `cursor`, and the next cursor.
     async fn listing<T: Listed>(
         &self,
@@ -426,43 +555,57 @@ impl Engine {
     }
 
     /// `resources/subscribe` of a URI `caller` was given, sent to its server under the
-    /// server's own URI. Returns that server and URI: what its `ResourceUpdated` events name.
+    /// server's own URI, and held for one more client ([`Engine::release_subscription`] lets
+    /// go of it). Returns that server and URI: what its `ResourceUpdated` events name. While
+    /// held, the subscription is made again each time the server's session is (re)opened.
     ///
     /// # Errors
     /// As [`Engine::read_resource`]; a server without subscriptions answers with its error.
-    pub async fn subscribe_resource(
-        &self,
-        caller: &Caller,
-        params: SubscribeRequestParams,
-    ) -> Result<(String, String)> {
+    pub async fn subscribe_resource(&self, caller: &Caller, uri: &str) -> Result<(String, String)> {
         let state = self.current();
-        let (server, uri) = self.route_uri(&state, caller, &params.uri).await?;
-        let mut params = params;
-        params.uri.clone_from(&uri);
-        // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
-        #[allow(deprecated)]
-        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(params));
-        send(&state, &server, request).await?;
+        let (server, uri) = self.route_uri(&state, caller, uri).await?;
+        let turn = self.subscriptions.turn(&server.spec.name);
+        let _turn = turn.lock().await;
+        send(&state, &server, subscribe_request(&uri)).await?;
+        let key = (server.spec.name.clone(), uri);
+        let first = self.subscriptions.hold(&key);
+        if first {
+            self.subscriptions
+                .keep(&server, state.spec_of(&server).call_timeout_ms());
+        }
+        Ok(key)
+    }
+
+    /// The server and URI a subscription of `uri` by `caller` is held under (routed as
+    /// [`Engine::subscribe_resource`], nothing sent).
+    ///
+    /// # Errors
+    /// As [`Engine::read_resource`].
+    pub async fn resource_key(&self, caller: &Caller, uri: &str) -> Result<(String, String)> {
+        let state = self.current();
+        let (server, uri) = self.route_uri(&state, caller, uri).await?;
         Ok((server.spec.name.clone(), uri))
     }
 
-    /// `resources/unsubscribe`, routed as [`Engine::subscribe_resource`].
-    ///
-    /// # Errors
-    /// As [`Engine::subscribe_resource`].
-    pub async fn unsubscribe_resource(
-        &self,
-        caller: &Caller,
-        params: UnsubscribeRequestParams,
-    ) -> Result<(String, String)> {
+    /// One client lets go of a subscription [`Engine::subscribe_resource`] gave: the last one
+    /// to do so unsubscribes downstream (a failure is logged; nobody waits on it).
+    pub async fn release_subscription(&self, key: &(String, String)) {
+        let turn = self.subscriptions.turn(&key.0);
+        let _turn = turn.lock().await;
+        if !self.subscriptions.release(key) {
+            return;
+        }
         let state = self.current();
-        let (server, uri) = self.route_uri(&state, caller, &params.uri).await?;
-        let mut params = params;
-        params.uri.clone_from(&uri);
+        let Ok(server) = state.server(&key.0) else {
+            return; // no longer configured: its session is gone with it
+        };
         #[allow(deprecated)]
-        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(params));
-        send(&state, &server, request).await?;
-        Ok((server.spec.name.clone(), uri))
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+            UnsubscribeRequestParams::new(key.1.clone()),
+        ));
+        if let Err(error) = send(&state, server, request).await {
+            tracing::debug!(server = %key.0, %error, "resources/unsubscribe downstream failed");
+        }
     }
 
     /// The server a URI (or template) `caller` was given belongs to, and the URI that server
@@ -843,6 +986,19 @@ mod tests {
         );
         assert_eq!(table.template_route(&order, &seeing(&[]), "t://1"), None);
         assert_eq!(table.owner(&order, &seeing(&[]), "file:///x"), None);
+    }
+
+    #[test]
+    fn a_subscription_ends_downstream_only_with_its_last_holder() {
+        let subscriptions = Subscriptions::default();
+        let key = ("everything".to_owned(), "demo://a".to_owned());
+        assert!(subscriptions.hold(&key), "the first holder");
+        assert!(!subscriptions.hold(&key));
+        assert_eq!(subscriptions.of("everything"), ["demo://a"]);
+        assert!(!subscriptions.release(&key), "another client still holds it");
+        assert!(subscriptions.release(&key), "the last one: tell the server");
+        assert!(!subscriptions.release(&key), "nothing held: nothing to tell");
+        assert!(subscriptions.of("everything").is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -202,10 +202,13 @@ impl ServerHandler for Gateway {
     }
 
     /// 2026-07-28 `subscriptions/listen`: every advertised category is accepted (rmcp narrows
-    /// it to what was asked and advertised, acknowledges it, and holds the stream open until
-    /// the client cancels). Downstream list changes are not relayed onto it yet.
+    /// it to what was asked and advertised and acknowledges it); `listen` relays onto it.
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        offers::listen(&self.engine, context).await
     }
 
     async fn complete(
