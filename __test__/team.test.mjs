@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { referenceServer, root, serveHttp, tempDir } from './helpers.mjs';
+import { referenceServer, root, serveHttp, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
 // server-everything lists it, and so does the `bare` fixture after it (prompts and resources,
@@ -51,6 +51,48 @@ async function clientWith(url, token) {
 async function meta(client, name, args = {}) {
   const result = await client.callTool({ name, arguments: args });
   return { result, body: JSON.parse(result.content[0].text) };
+}
+
+/**
+ * A 2026-07-28 `subscriptions/listen` of `notifications` with `token`, read as it comes:
+ * `messages` fills up until `close()`.
+ */
+async function listen(url, token, notifications) {
+  const controller = new AbortController();
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientInfo': { name: 'team-listen', version: '0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  const response = await fetch(url, {
+    method: 'POST',
+    signal: controller.signal,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'MCP-Protocol-Version': '2026-07-28',
+      'Mcp-Method': 'subscriptions/listen',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { notifications, _meta: meta } }),
+  });
+  assert.equal(response.status, 200);
+  const messages = [];
+  const done = (async () => {
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of response.body) {
+        buffer += decoder.decode(chunk, { stream: true });
+        const lines = buffer.split('\n');
+        buffer = lines.pop();
+        for (const line of lines) if (line.startsWith('data:') && line.slice(5).trim()) messages.push(JSON.parse(line.slice(5)));
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  return { messages, close: () => { controller.abort(); return done; } };
 }
 
 /** A bare POST of `tools/list` with `headers`: what a client without a valid token gets. */
@@ -242,6 +284,30 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
       await refusal((uri) => carol.readResource({ uri }), 'twin://note/1', 'nowhere://note/1');
     } finally {
       await Promise.all([alice, bob, carol].map((client) => client.close()));
+    }
+  });
+
+  test('subscriptions/listen: updates and list changes of a hidden server never reach the caller', async () => {
+    const tokenOf = (sub) => accessToken(key, audience, { sub, groups: ['devs'] });
+    const alice = await clientWith(gateway.url, tokenOf('alice'));
+    try {
+      const uri = (await alice.listResources()).resources.map((r) => r.uri).find((u) => u.startsWith('demo://') && u !== SHARED_URI);
+      assert.ok(uri);
+      const asked = { promptsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+      const [seen, unseen] = [await listen(gateway.url, tokenOf('alice'), asked), await listen(gateway.url, tokenOf('bob'), asked)];
+      const acknowledged = (stream) => stream.messages.some((m) => m.method === 'notifications/subscriptions/acknowledged');
+      await waitFor(() => acknowledged(seen) && acknowledged(unseen), 5000);
+      // server-everything sends updates of what is subscribed (every 5 s) once toggled on.
+      await alice.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'toggle-subscriber-updates', arguments: {} } });
+      const updated = (stream) => stream.messages.some((m) => m.method === 'notifications/resources/updated');
+      assert.ok(await waitFor(() => updated(seen), 12_000), JSON.stringify(seen.messages));
+      await new Promise((r) => setTimeout(r, 300));
+      await Promise.all([seen.close(), unseen.close()]);
+      assert.ok(acknowledged(unseen), JSON.stringify(unseen.messages));
+      assert.deepEqual(unseen.messages.filter((m) => m.method !== 'notifications/subscriptions/acknowledged'), []);
+      assert.equal(seen.messages.find((m) => m.method === 'notifications/resources/updated').params.uri, uri);
+    } finally {
+      await alice.close();
     }
   });
 });
