@@ -387,13 +387,22 @@ fn relay(state: &Arc<Mutex<RelayState>>, server: &str, event: &OfferEvent) {
 }
 
 /// `resources/subscribe`: routed to the owning server; its updates reach the client under
-/// the URI it subscribed with.
+/// the URI it subscribed with. Without a session (`relay` is `None`: the HTTP face, where a
+/// 2025-11-25 client has no stream to get updates on) the URI is checked as for a read and
+/// nothing is held: a 2026-07-28 client subscribes with `subscriptions/listen`.
 pub(super) async fn subscribe(
     engine: &Engine,
-    relay: &Relay,
+    relay: Option<&Relay>,
     caller: &Caller,
     params: SubscribeRequestParams,
 ) -> Result<(), ErrorData> {
+    let Some(relay) = relay else {
+        engine
+            .resource_key(caller, &params.uri)
+            .await
+            .map_err(|e| rpc_error(&e))?;
+        return Ok(());
+    };
     let key = engine
         .subscribe_resource(caller, &params.uri)
         .await
@@ -409,7 +418,7 @@ pub(super) async fn subscribe(
 /// holds the subscription.
 pub(super) async fn unsubscribe(
     engine: &Engine,
-    relay: &Relay,
+    relay: Option<&Relay>,
     caller: &Caller,
     params: UnsubscribeRequestParams,
 ) -> Result<(), ErrorData> {
@@ -417,7 +426,7 @@ pub(super) async fn unsubscribe(
         .resource_key(caller, &params.uri)
         .await
         .map_err(|e| rpc_error(&e))?;
-    if relay.drop_held(&key, &params.uri) {
+    if relay.is_some_and(|relay| relay.drop_held(&key, &params.uri)) {
         engine.release_subscription(&key).await;
     }
     Ok(())

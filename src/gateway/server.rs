@@ -166,6 +166,12 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Over HTTP every client shares this handler and each request is its own exchange
+        // (sessionless): nothing may be announced to whichever client initialized last.
+        // 2026-07-28 clients get announcements on their `subscriptions/listen` stream.
+        if over_http(&context.extensions) {
+            return;
+        }
         self.announcer.start(&self.engine, context.peer.clone());
         self.relay.start(context.peer);
     }
@@ -179,7 +185,7 @@ impl ServerHandler for Gateway {
     ) -> Result<(), ErrorData> {
         offers::subscribe(
             &self.engine,
-            &self.relay,
+            self.session_relay(&context),
             &Caller::of_request(&context.extensions),
             request,
         )
@@ -194,7 +200,7 @@ impl ServerHandler for Gateway {
     ) -> Result<(), ErrorData> {
         offers::unsubscribe(
             &self.engine,
-            &self.relay,
+            self.session_relay(&context),
             &Caller::of_request(&context.extensions),
             request,
         )
@@ -218,6 +224,20 @@ impl ServerHandler for Gateway {
     ) -> Result<CompleteResult, ErrorData> {
         offers::complete(&self.engine, &Caller::of_request(&context.extensions), request).await
     }
+}
+
+impl Gateway {
+    /// The relay of this handler's client, or `None` over HTTP, where the handler is every
+    /// client's and no session carries updates (module `offers`).
+    fn session_relay(&self, context: &RequestContext<RoleServer>) -> Option<&offers::Relay> {
+        (!over_http(&context.extensions)).then_some(&*self.relay)
+    }
+}
+
+/// Whether a request or notification came over the HTTP face (rmcp leaves the HTTP request's
+/// parts in its extensions).
+fn over_http(extensions: &rmcp::model::Extensions) -> bool {
+    extensions.get::<http::request::Parts>().is_some()
 }
 
 /// The cursor a listing request carries, if any.
