@@ -136,27 +136,90 @@ test('a raw 2026-07-28 client works without initialize; server/discover answers'
   }
 });
 
-test('2026-07-28: resources/read says resultType, subscriptions/listen is acknowledged on its stream', async () => {
-  const gateway = await serveHttp([referenceServer('everything')]);
+/** Read a `subscriptions/listen` stream's messages as they come: `next(pred)` waits for one. */
+function streamOf(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  const seen = [];
+  let buffer = '';
+  let pending; // one read at a time: a read given up on would take its chunk with it
+  return {
+    seen,
+    async next(pred, ms = 15_000) {
+      const deadline = Date.now() + ms;
+      for (;;) {
+        const found = seen.find(pred);
+        if (found) return found;
+        if (Date.now() > deadline) return undefined;
+        pending ??= reader.read();
+        const chunk = await Promise.race([pending, new Promise((r) => setTimeout(() => r({ timeout: true }), 500))]);
+        if (chunk.timeout) continue;
+        pending = undefined;
+        if (chunk.done) return seen.find(pred);
+        buffer += decoder.decode(chunk.value, { stream: true });
+        const lines = buffer.split('\n');
+        buffer = lines.pop();
+        for (const line of lines) if (line.startsWith('data:') && line.slice(5).trim()) seen.push(JSON.parse(line.slice(5)));
+      }
+    },
+  };
+}
+
+test('2026-07-28: resources/read says resultType; subscriptions/listen relays resource updates under the URIs asked', async () => {
+  const twin = { name: 'twin', connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs')] } };
+  const gateway = await serveHttp([referenceServer('everything'), twin]);
   try {
     const listed = await answerOf(await raw2026(gateway.url, 'resources/list'));
-    const uri = listed.result.resources[0]?.uri;
-    assert.ok(uri, JSON.stringify(listed));
+    const uris = listed.result.resources.map((r) => r.uri);
+    const uri = uris.find((u) => u.startsWith('demo://resource/static/document/'));
+    const renamed = 'anygpt://twin/demo://resource/static/document/architecture.md';
+    assert.ok(uri && uris.includes(renamed), JSON.stringify(uris));
     const read = await answerOf(await raw2026(gateway.url, 'resources/read', { uri }));
     assert.equal(read.result?.resultType, 'complete', JSON.stringify(read).slice(0, 300));
 
     const controller = new AbortController();
-    const listen = await raw2026(gateway.url, 'subscriptions/listen', { notifications: { promptsListChanged: true } }, {}, controller.signal);
+    const notifications = { promptsListChanged: true, resourceSubscriptions: [uri, renamed] };
+    const listen = await raw2026(gateway.url, 'subscriptions/listen', { notifications }, {}, controller.signal);
     assert.equal(listen.status, 200);
-    const reader = listen.body.getReader();
-    let text = '';
-    while (!/subscriptions\/acknowledged/.test(text)) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += new TextDecoder().decode(value);
-    }
-    assert.match(text, /notifications\/subscriptions\/acknowledged/);
+    const stream = streamOf(listen);
+    const ack = await stream.next((m) => m.method === 'notifications/subscriptions/acknowledged');
+    assert.ok(ack, JSON.stringify(stream.seen));
+    const updated = (asked) => (m) => m.method === 'notifications/resources/updated' && m.params?.uri === asked;
+    // The twin answers a subscription at once, with the URI it knows: the client gets the one it asked.
+    assert.ok(await stream.next(updated(renamed)), JSON.stringify(stream.seen));
+    // server-everything sends updates of what is subscribed once its toggle tool is called.
+    const toggle = await raw2026(gateway.url, 'tools/call', {
+      name: 'execute_tool',
+      arguments: { server: 'everything', tool: 'toggle-subscriber-updates', arguments: {} },
+    });
+    assert.equal(toggle.status, 200);
+    const update = await stream.next(updated(uri));
+    assert.ok(update, JSON.stringify(stream.seen));
+    assert.equal(update.params._meta?.['io.modelcontextprotocol/subscriptionId'], 1, JSON.stringify(update));
+    // Three prompts added downstream: one prompts/list_changed on the stream.
+    await raw2026(gateway.url, 'tools/call', { name: 'execute_tool', arguments: { server: 'twin', tool: 'twin_add_prompts', arguments: {} } });
+    assert.ok(await stream.next((m) => m.method === 'notifications/prompts/list_changed'), JSON.stringify(stream.seen));
+    await new Promise((r) => setTimeout(r, 600));
+    await stream.next(() => false, 600);
+    assert.equal(stream.seen.filter((m) => m.method === 'notifications/prompts/list_changed').length, 1);
+
+    // The twin crashes and is restarted: its new session is subscribed again, and answers.
+    const renamedUpdates = () => stream.seen.filter(updated(renamed)).length;
+    assert.equal(renamedUpdates(), 1);
+    await raw2026(gateway.url, 'tools/call', { name: 'execute_tool', arguments: { server: 'twin', tool: 'twin_exit', arguments: {} } });
+    assert.ok(await stream.next(() => renamedUpdates() >= 2, 20_000), JSON.stringify(stream.seen));
+
+    // A second client on the same resource keeps its updates when the first one leaves: the
+    // downstream subscription ends only with its last listener.
+    const other = new AbortController();
+    const second = streamOf(await raw2026(gateway.url, 'subscriptions/listen', { notifications: { resourceSubscriptions: [uri] } }, {}, other.signal));
+    // Its first update says its subscription is in place (server-everything sends every 5 s).
+    assert.ok(await second.next(updated(uri), 12_000), JSON.stringify(second.seen));
     controller.abort();
+    await new Promise((r) => setTimeout(r, 300));
+    const before = second.seen.length;
+    assert.ok(await second.next((m, at) => at >= before && updated(uri)(m), 12_000), JSON.stringify(second.seen));
+    other.abort();
   } finally {
     await stop(gateway);
   }

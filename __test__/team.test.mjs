@@ -4,7 +4,9 @@
 // issuer / expired / bad signature → 401 with the metadata pointer; insufficient scope → 403;
 // two users see different search results and counts, one is refused at execute exactly as for
 // a tool that does not exist (and a tool shown directly is shown to those who may run it
-// only); the audit line names the caller.
+// only); the audit line names the caller. Prompts, resources, templates and completions follow
+// the tools: a caller from whom a server's every tool is hidden gets none of its offers, and a
+// get, read, completion or subscription of one answers exactly as for a name no server has.
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -12,9 +14,16 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { referenceServer, serveHttp, tempDir } from './helpers.mjs';
+import { referenceServer, root, serveHttp, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
+// server-everything lists it, and so does the `bare` fixture after it (prompts and resources,
+// no tools).
+const SHARED_URI = 'demo://resource/static/document/architecture.md';
+const bare = {
+  name: 'bare',
+  connection: { command: process.execPath, args: [join(root, '__test__/fixtures/twin-resource-server.mjs'), '--no-tools'] },
+};
 const SCOPE = 'mcp:tools';
 
 /** An issuer's signing key, as its JWK Set publishes it. */
@@ -44,6 +53,48 @@ async function meta(client, name, args = {}) {
   return { result, body: JSON.parse(result.content[0].text) };
 }
 
+/**
+ * A 2026-07-28 `subscriptions/listen` of `notifications` with `token`, read as it comes:
+ * `messages` fills up until `close()`.
+ */
+async function listen(url, token, notifications) {
+  const controller = new AbortController();
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientInfo': { name: 'team-listen', version: '0' },
+    'io.modelcontextprotocol/clientCapabilities': {},
+  };
+  const response = await fetch(url, {
+    method: 'POST',
+    signal: controller.signal,
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'MCP-Protocol-Version': '2026-07-28',
+      'Mcp-Method': 'subscriptions/listen',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'subscriptions/listen', params: { notifications, _meta: meta } }),
+  });
+  assert.equal(response.status, 200);
+  const messages = [];
+  const done = (async () => {
+    const decoder = new TextDecoder();
+    let buffer = '';
+    try {
+      for await (const chunk of response.body) {
+        buffer += decoder.decode(chunk, { stream: true });
+        const lines = buffer.split('\n');
+        buffer = lines.pop();
+        for (const line of lines) if (line.startsWith('data:') && line.slice(5).trim()) messages.push(JSON.parse(line.slice(5)));
+      }
+    } catch {
+      // aborted
+    }
+  })();
+  return { messages, close: () => { controller.abort(); return done; } };
+}
+
 /** A bare POST of `tools/list` with `headers`: what a client without a valid token gets. */
 function post(url, headers = {}) {
   return fetch(url, {
@@ -64,7 +115,7 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
   before(async () => {
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
-    gateway = await serveHttp([referenceServer('everything'), referenceServer('memory')], {
+    gateway = await serveHttp([referenceServer('everything'), referenceServer('memory'), bare], {
       discovery: {
         audit: { path: audit },
         expose: ['memory:read_graph'],
@@ -73,6 +124,9 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
           // The memory server is for admins only.
           { server: 'memory', pattern: '*', enabled: true, callers: { groups: ['admins'] } },
           { server: 'memory', pattern: '*', enabled: false, callers: { subjects: ['*'] } },
+          // bob sees nothing of server-everything; carol nothing of the toolless `bare`.
+          { server: 'everything', pattern: '*', enabled: false, callers: { subjects: ['bob'] } },
+          { server: 'bare', pattern: '*', enabled: false, callers: { subjects: ['carol'] } },
         ],
       },
     });
@@ -163,6 +217,97 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
     } finally {
       await alice.close();
       await bob.close();
+    }
+  });
+
+  test("prompts, resources, templates and completions of a server hidden from a caller are missing to them", async () => {
+    const token = (sub) => accessToken(key, audience, { sub, groups: ['devs'] });
+    const [alice, bob, carol] = await Promise.all(['alice', 'bob', 'carol'].map((sub) => clientWith(gateway.url, token(sub))));
+    try {
+      const prompts = async (client) => (await client.listPrompts()).prompts.map((p) => p.name);
+      const resources = async (client) => (await client.listResources()).resources.map((r) => r.uri);
+      const templates = async (client) => (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+
+      // alice sees everything's and bare's offers; the later lister of the shared URI is renamed.
+      assert.ok((await prompts(alice)).includes('everything__simple-prompt'), (await prompts(alice)).join(', '));
+      assert.ok((await prompts(alice)).includes('bare__twin-hello'));
+      const aliceResources = await resources(alice);
+      assert.ok(aliceResources.includes(SHARED_URI) && aliceResources.includes(`anygpt://bare/${SHARED_URI}`), aliceResources.join(', '));
+      assert.ok((await templates(alice)).includes('demo://resource/dynamic/text/{resourceId}'));
+      const read = await alice.readResource({ uri: 'demo://resource/dynamic/text/3' });
+      assert.match(read.contents[0].text, /3/);
+      const completed = await alice.complete({
+        ref: { type: 'ref/prompt', name: 'everything__completable-prompt' },
+        argument: { name: 'department', value: 'Eng' },
+      });
+      assert.deepEqual(completed.completion.values, ['Engineering']);
+
+      // bob: nothing of server-everything, and the shared URI is bare's, plain.
+      assert.deepEqual(await prompts(bob), ['bare__twin-hello']);
+      const bobResources = await resources(bob);
+      assert.ok(!bobResources.some((uri) => uri.startsWith('demo://resource/dynamic') || uri.includes('anygpt://')), bobResources.join(', '));
+      assert.ok(bobResources.includes(SHARED_URI), bobResources.join(', '));
+      assert.deepEqual(await templates(bob), ['twin://note/{id}']);
+      const shared = await bob.readResource({ uri: SHARED_URI });
+      assert.equal(shared.contents[0].text, 'written by the twin server');
+
+      // Each refusal is the one a name or URI no server has gets, word for word.
+      const refusal = async (attempt, hidden, missing) => {
+        const error = async (value) => {
+          const failed = await attempt(value).then(() => null, (e) => e);
+          assert.ok(failed, `${value} was answered`);
+          return { code: failed.code, message: failed.message.replaceAll(value, '<asked>') };
+        };
+        const [seen, absent] = [await error(hidden), await error(missing)];
+        assert.deepEqual(seen, absent, `${hidden} vs ${missing}`);
+        assert.doesNotMatch(seen.message, /forbidden|not allowed|permission|hidden/i);
+      };
+      await refusal((name) => bob.getPrompt({ name }), 'everything__simple-prompt', 'nowhere__simple-prompt');
+      const dynamic = 'demo://resource/dynamic/text/3';
+      await refusal((uri) => bob.readResource({ uri }), dynamic, 'nowhere://resource/3');
+      await refusal((uri) => bob.readResource({ uri }), `anygpt://everything/${dynamic}`, `anygpt://nowhere/${dynamic}`);
+      await refusal((uri) => bob.subscribeResource({ uri }), dynamic, 'nowhere://resource/3');
+      await refusal(
+        (name) => bob.complete({ ref: { type: 'ref/prompt', name }, argument: { name: 'department', value: 'Eng' } }),
+        'everything__completable-prompt',
+        'nowhere__completable-prompt',
+      );
+      await refusal(
+        (uri) => bob.complete({ ref: { type: 'ref/resource', uri }, argument: { name: 'resourceId', value: '1' } }),
+        'demo://resource/dynamic/text/{resourceId}',
+        'nowhere://resource/{resourceId}',
+      );
+
+      // A server with no tools is judged by the rules for it as a whole (`pattern: "*"`).
+      assert.ok(!(await prompts(carol)).includes('bare__twin-hello'), (await prompts(carol)).join(', '));
+      assert.ok((await prompts(carol)).includes('everything__simple-prompt'));
+      await refusal((uri) => carol.readResource({ uri }), 'twin://note/1', 'nowhere://note/1');
+    } finally {
+      await Promise.all([alice, bob, carol].map((client) => client.close()));
+    }
+  });
+
+  test('subscriptions/listen: updates and list changes of a hidden server never reach the caller', async () => {
+    const tokenOf = (sub) => accessToken(key, audience, { sub, groups: ['devs'] });
+    const alice = await clientWith(gateway.url, tokenOf('alice'));
+    try {
+      const uri = (await alice.listResources()).resources.map((r) => r.uri).find((u) => u.startsWith('demo://') && u !== SHARED_URI);
+      assert.ok(uri);
+      const asked = { promptsListChanged: true, resourcesListChanged: true, resourceSubscriptions: [uri] };
+      const [seen, unseen] = [await listen(gateway.url, tokenOf('alice'), asked), await listen(gateway.url, tokenOf('bob'), asked)];
+      const acknowledged = (stream) => stream.messages.some((m) => m.method === 'notifications/subscriptions/acknowledged');
+      await waitFor(() => acknowledged(seen) && acknowledged(unseen), 5000);
+      // server-everything sends updates of what is subscribed (every 5 s) once toggled on.
+      await alice.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'toggle-subscriber-updates', arguments: {} } });
+      const updated = (stream) => stream.messages.some((m) => m.method === 'notifications/resources/updated');
+      assert.ok(await waitFor(() => updated(seen), 12_000), JSON.stringify(seen.messages));
+      await new Promise((r) => setTimeout(r, 300));
+      await Promise.all([seen.close(), unseen.close()]);
+      assert.ok(acknowledged(unseen), JSON.stringify(unseen.messages));
+      assert.deepEqual(unseen.messages.filter((m) => m.method !== 'notifications/subscriptions/acknowledged'), []);
+      assert.equal(seen.messages.find((m) => m.method === 'notifications/resources/updated').params.uri, uri);
+    } finally {
+      await alice.close();
     }
   });
 });

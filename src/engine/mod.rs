@@ -90,6 +90,8 @@ pub struct Engine {
     reloading: Arc<tokio::sync::Mutex<()>>,
     /// Which server owns each resource URI the client was given (`offers`).
     routes: Arc<offers::Routes>,
+    /// Which downstream resource subscriptions are held, and by how many clients (`offers`).
+    subscriptions: Arc<offers::Subscriptions>,
     /// Every call's outcome and latency while serving (kept across reloads).
     stats: Arc<crate::stats::Stats>,
 }
@@ -102,6 +104,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::new(config)))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            subscriptions: Arc::default(),
             stats: Arc::default(),
         }
     }
@@ -115,6 +118,7 @@ impl Engine {
             state: Arc::new(RwLock::new(Arc::new(State::with_catalog(catalog.into())))),
             reloading: Arc::default(),
             routes: Arc::default(),
+            subscriptions: Arc::default(),
             stats: Arc::default(),
         }
     }

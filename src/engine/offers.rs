@@ -6,12 +6,16 @@
 //!   slash-command forms of Claude Code (`/mcp__<gateway>__<prompt>`), VS Code
 //!   (`/mcp.<gateway>.<prompt>`) and Cursor keep as they are, and `__` is the separator Claude
 //!   Code itself uses between server and tool. The longest server name that prefixes it wins.
-//! - A resource (or template) keeps its URI when no server listed before it (in config order)
-//!   has the same one, so the URI a user knows from the server still works. A later server's
-//!   colliding URI is served as `anygpt://<server>/<original URI>`, which routes to that server
-//!   and is given back to it unchanged.
+//! - A resource (or template) keeps its URI when no server before it (in config order) that
+//!   the caller sees lists the same one, so the URI a user knows from the server still works.
+//!   A later server's colliding URI is served as `anygpt://<server>/<original URI>`, which
+//!   routes to that server and is given back to it unchanged.
 //! - A URI read that no listing holds (one filled in from a template) goes to the server whose
 //!   template's fixed prefix matches longest.
+//!
+//! Each request is a caller's ([`Sees`]): a server whose offers the caller may not see
+//! (`RuleSet::sees_offers`: they follow its tools) is, to every listing, route and error, a
+//! server that is not configured. The local user sees every server's.
 //!
 //! A server that is not running (idle: served from its tool snapshot, or closed for idleness)
 //! is not started to list these: its lists as last stored beside its snapshot answer for it.
@@ -20,7 +24,7 @@
 //! Every answer is scrubbed of registered secrets; resource contents obey `maxResultBytes`
 //! like tool results.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -36,6 +40,7 @@ use serde::Serialize;
 
 use super::state::{Server, State};
 use super::Engine;
+use crate::caller::Caller;
 use crate::catalog::snapshot::OfferKind;
 use crate::error::{Error, Result};
 use crate::upstream::{ServerState, UpstreamError};
@@ -68,7 +73,107 @@ impl Kind {
     }
 }
 
-/// Where the last listings put each URI and template: the routing table for reads.
+/// One kind of listing the gateway gathers from every server it shows: how to ask for a page
+/// and read one, and where an idle server's stored list is kept.
+trait Listed: Serialize + DeserializeOwned + Send {
+    const KIND: Kind;
+    const STORED: OfferKind;
+    fn request(cursor: Option<PaginatedRequestParams>) -> ClientRequest;
+    fn page(answer: ServerResult) -> Option<(Vec<Self>, Option<String>)>;
+}
+
+impl Listed for Prompt {
+    const KIND: Kind = Kind::Prompts;
+    const STORED: OfferKind = OfferKind::Prompts;
+    fn request(cursor: Option<PaginatedRequestParams>) -> ClientRequest {
+        ClientRequest::ListPromptsRequest(paged(cursor))
+    }
+    fn page(answer: ServerResult) -> Option<(Vec<Self>, Option<String>)> {
+        match answer {
+            ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
+            _ => None,
+        }
+    }
+}
+
+impl Listed for Resource {
+    const KIND: Kind = Kind::Resources;
+    const STORED: OfferKind = OfferKind::Resources;
+    fn request(cursor: Option<PaginatedRequestParams>) -> ClientRequest {
+        ClientRequest::ListResourcesRequest(paged(cursor))
+    }
+    fn page(answer: ServerResult) -> Option<(Vec<Self>, Option<String>)> {
+        match answer {
+            ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
+            _ => None,
+        }
+    }
+}
+
+impl Listed for ResourceTemplate {
+    const KIND: Kind = Kind::Resources;
+    const STORED: OfferKind = OfferKind::ResourceTemplates;
+    fn request(cursor: Option<PaginatedRequestParams>) -> ClientRequest {
+        ClientRequest::ListResourceTemplatesRequest(paged(cursor))
+    }
+    fn page(answer: ServerResult) -> Option<(Vec<Self>, Option<String>)> {
+        match answer {
+            ServerResult::ListResourceTemplatesResult(page) => Some((page.resource_templates, page.next_cursor)),
+            _ => None,
+        }
+    }
+}
+
+/// The servers whose offers one caller sees ([`RuleSet::sees_offers`](crate::rules::RuleSet::sees_offers)),
+/// in config order: every server for the local user and any caller no caller rule is for.
+/// A server the caller does not see is, to its offers, a server that is not configured.
+pub(super) struct Sees {
+    /// `None`: every server.
+    only: Option<HashSet<String>>,
+}
+
+impl Sees {
+    /// What `caller` sees under `state`'s rules, once the stored tool lists are loaded (so a
+    /// server's tools decide for it as soon as they are known).
+    pub(super) async fn of(state: &State, caller: &Caller) -> Self {
+        if !state.config.rules().reach(caller).is_empty() {
+            state.indexed().await;
+        }
+        Self::now(state, caller)
+    }
+
+    /// What `caller` sees with the tool lists known now.
+    fn now(state: &State, caller: &Caller) -> Self {
+        let rules = state.config.rules();
+        let reach = rules.reach(caller);
+        if reach.is_empty() {
+            return Self { only: None };
+        }
+        let catalog = state.read_catalog();
+        let view = state.view(&catalog, caller);
+        let only = state
+            .upstream
+            .handles()
+            .map(|server| server.spec.name.as_str())
+            .filter(|name| {
+                let tools = catalog
+                    .server_tools(name)
+                    .map(|tools| (0..tools.len()).map(|at| catalog.sight(view.as_deref(), name, at)));
+                rules.sees_offers(name, tools, &reach)
+            })
+            .map(str::to_owned)
+            .collect();
+        Self { only: Some(only) }
+    }
+
+    /// Whether the caller sees `server`'s offers.
+    pub(super) fn server(&self, server: &str) -> bool {
+        self.only.as_ref().is_none_or(|only| only.contains(server))
+    }
+}
+
+/// Where the last listings found each URI and template: the routing table for reads, and
+/// what decides which server keeps a URI two of them list.
 #[derive(Debug, Default)]
 pub(super) struct Routes {
     inner: Mutex<RouteTable>,
@@ -76,12 +181,10 @@ pub(super) struct Routes {
 
 #[derive(Debug, Default)]
 struct RouteTable {
-    /// URI as the server gave it → server, first lister wins.
-    uris: HashMap<String, String>,
-    /// Fixed prefix of a template (before its first `{`) → server, first lister wins.
-    templates: Vec<(String, String)>,
-    /// Template as the server gave it → server, first lister wins.
-    template_owners: HashMap<String, String>,
+    /// Each server's URIs as it listed them last.
+    uris: HashMap<String, HashSet<String>>,
+    /// Each server's templates as it listed them last.
+    templates: HashMap<String, Vec<String>>,
 }
 
 impl Routes {
@@ -90,26 +193,190 @@ impl Routes {
     }
 }
 
+impl RouteTable {
+    /// The first server in config order (`order`) that the caller sees and that listed
+    /// `uri`: the one a plain `uri` means to that caller.
+    fn owner<'o>(&self, order: &'o [String], sees: &Sees, uri: &str) -> Option<&'o str> {
+        order
+            .iter()
+            .filter(|server| sees.server(server))
+            .find(|server| self.uris.get(*server).is_some_and(|uris| uris.contains(uri)))
+            .map(String::as_str)
+    }
+
+    /// As [`RouteTable::owner`] for a template.
+    fn template_owner<'o>(&self, order: &'o [String], sees: &Sees, template: &str) -> Option<&'o str> {
+        order
+            .iter()
+            .filter(|server| sees.server(server))
+            .find(|server| {
+                self.templates
+                    .get(*server)
+                    .is_some_and(|templates| templates.iter().any(|t| t == template))
+            })
+            .map(String::as_str)
+    }
+
+    /// The server a URI filled in from a template goes to: the seen server whose template's
+    /// fixed prefix matches it longest (the first in config order among equals).
+    fn template_route(&self, order: &[String], sees: &Sees, uri: &str) -> Option<String> {
+        let mut best: Option<(usize, &String)> = None;
+        for server in order.iter().filter(|server| sees.server(server)) {
+            for template in self.templates.get(server).into_iter().flatten() {
+                let prefix = fixed_prefix(template);
+                if uri.starts_with(prefix) && best.is_none_or(|(len, _)| prefix.len() > len) {
+                    best = Some((prefix.len(), server));
+                }
+            }
+        }
+        best.map(|(_, server)| server.clone())
+    }
+}
+
+/// The downstream resource subscriptions clients hold: (server, its URI) → how many
+/// subscriptions of clients (a legacy `resources/subscribe`, a `subscriptions/listen`) rest on
+/// it. A server has one subscription per URI whoever asked, so only the last client to leave
+/// ends it; and a server whose session ended forgets it, so each one held is made again when
+/// the server is ready anew.
+#[derive(Debug, Default)]
+pub(super) struct Subscriptions {
+    held: Arc<Mutex<HashMap<(String, String), usize>>>,
+    /// Servers with a task that re-subscribes when their session is reopened.
+    kept: Arc<Mutex<HashSet<String>>>,
+    /// One change at a time per server (its subscribe or unsubscribe sent, then counted), so
+    /// a server hears them in the order the counts changed: a client leaving as another
+    /// arrives never has its unsubscribe land after the newcomer's subscribe.
+    turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Subscriptions {
+    /// `server`'s turn to change its subscriptions.
+    fn turn(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(PoisonError::into_inner);
+        turns.entry(server.to_owned()).or_default().clone()
+    }
+
+    /// One more client on `key`; whether it is the first.
+    fn hold(&self, key: &(String, String)) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = held.entry(key.clone()).or_default();
+        *count += 1;
+        *count == 1
+    }
+
+    /// One client less on `key`; whether it was the last (then the server should be told).
+    fn release(&self, key: &(String, String)) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        match held.get_mut(key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                held.remove(key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The URIs of `server` held now.
+    fn of(&self, server: &str) -> Vec<String> {
+        let held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        held.keys()
+            .filter(|(s, _)| s == server)
+            .map(|(_, uri)| uri.clone())
+            .collect()
+    }
+
+    /// Watch `server` while any subscription of it is held: each time it is ready in a new
+    /// session (restarted after a crash, reopened after idleness), subscribe again.
+    fn keep(&self, server: &Arc<Server>, timeout_ms: u64) {
+        let name = server.spec.name.clone();
+        if !self
+            .kept
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(name.clone())
+        {
+            return;
+        }
+        let (held, kept, server) = (self.held.clone(), self.kept.clone(), server.clone());
+        let this = Self {
+            held,
+            kept: kept.clone(),
+            turns: Mutex::default(),
+        };
+        let mut states = server.watch_state();
+        states.borrow_and_update();
+        tokio::spawn(async move {
+            let session = |server: &Server| matches!(server.state(), ServerState::Ready).then(|| server.attempt());
+            let mut last = session(&server);
+            while states.changed().await.is_ok() {
+                let uris = {
+                    let mut kept = kept.lock().unwrap_or_else(PoisonError::into_inner);
+                    let uris = this.of(&name);
+                    if uris.is_empty() {
+                        // Under `kept`'s lock: a new holder either came before (and is seen
+                        // here) or finds no watcher and starts one.
+                        kept.remove(&name);
+                        return;
+                    }
+                    uris
+                };
+                let now = session(&server);
+                if now.is_some() && now != last {
+                    tracing::debug!(server = %name, count = uris.len(), "new session: subscribing again");
+                    for uri in uris {
+                        let timeout = Duration::from_millis(timeout_ms);
+                        if let Err(error) = server.request(subscribe_request(&uri), timeout).await {
+                            tracing::debug!(server = %name, %error, "resources/subscribe again failed");
+                        }
+                    }
+                }
+                last = now;
+            }
+            kept.lock().unwrap_or_else(PoisonError::into_inner).remove(&name);
+        });
+    }
+}
+
+/// `resources/subscribe` of `uri` as its server knows it.
+fn subscribe_request(uri: &str) -> ClientRequest {
+    // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
+    #[allow(deprecated)]
+    ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(SubscribeRequestParams::new(uri)))
+}
+
 impl Engine {
-    /// One page of the enabled servers' prompts, named `<server>__<prompt>`, in config order,
-    /// and the cursor of the next page.
+    /// Whether `caller` sees `server`'s prompts and resources now (what decides whether a
+    /// change of them is worth telling the caller).
+    #[must_use]
+    pub fn shows_offers_of(&self, caller: &Caller, server: &str) -> bool {
+        Sees::now(&self.current(), caller).server(server)
+    }
+
+    /// Each seen server's full list of `T` on the page at `cursor`, and the next cursor.
+    async fn listing<T: Listed>(
+        &self,
+        state: &State,
+        sees: &Sees,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<(String, Vec<T>)>, Option<String>)> {
+        let (mut servers, next) = page(state, cursor)?;
+        servers.retain(|server| sees.server(&server.spec.name));
+        Ok((gather::<T>(&servers, state).await, next))
+    }
+
+    /// One page of the prompts of the enabled servers `caller` sees, named
+    /// `<server>__<prompt>`, in config order, and the cursor of the next page.
     ///
     /// # Errors
     /// `VALIDATION_ERROR` for a cursor this gateway did not give.
-    pub async fn list_prompts(&self, cursor: Option<&str>) -> Result<(Vec<Prompt>, Option<String>)> {
+    pub async fn list_prompts(&self, caller: &Caller, cursor: Option<&str>) -> Result<(Vec<Prompt>, Option<String>)> {
         let state = self.current();
-        let (servers, next) = page(&state, cursor)?;
-        let lists = gather(
-            &servers,
-            &state,
-            (Kind::Prompts, OfferKind::Prompts),
-            |cursor| ClientRequest::ListPromptsRequest(paged(cursor)),
-            |answer| match answer {
-                ServerResult::ListPromptsResult(page) => Some((page.prompts, page.next_cursor)),
-                _ => None,
-            },
-        )
-        .await;
+        let sees = Sees::of(&state, caller).await;
+        let (lists, next) = self.listing::<Prompt>(&state, &sees, cursor).await?;
         let mut prompts = Vec::new();
         for (server, list) in lists {
             for mut prompt in list {
@@ -123,11 +390,12 @@ impl Engine {
     /// `prompts/get` of a listed name, sent to its server under the server's own name.
     ///
     /// # Errors
-    /// `VALIDATION_ERROR` for a name no server prefixes; `SERVER_CONNECTION_ERROR`, or the
-    /// server's own error as `TOOL_EXECUTION_ERROR`.
-    pub async fn get_prompt(&self, mut params: GetPromptRequestParams) -> Result<GetPromptResult> {
+    /// `VALIDATION_ERROR` for a name no server `caller` sees prefixes; `SERVER_CONNECTION_ERROR`,
+    /// or the server's own error as `TOOL_EXECUTION_ERROR`.
+    pub async fn get_prompt(&self, caller: &Caller, mut params: GetPromptRequestParams) -> Result<GetPromptResult> {
         let state = self.current();
-        let (server, prompt) = split_prompt(&state, &params.name)?;
+        let sees = Sees::of(&state, caller).await;
+        let (server, prompt) = split_prompt(&state, &sees, &params.name)?;
         params.name = prompt;
         let answer = send(
             &state,
@@ -145,90 +413,79 @@ impl Engine {
         }
     }
 
-    /// One page of the enabled servers' resources; a URI an earlier server has is served
-    /// under `anygpt://<server>/<uri>`.
+    /// One page of the resources of the enabled servers `caller` sees; a URI an earlier
+    /// server (of those it sees) has is served under `anygpt://<server>/<uri>`.
     ///
     /// # Errors
     /// `VALIDATION_ERROR` for a cursor this gateway did not give.
-    pub async fn list_resources(&self, cursor: Option<&str>) -> Result<(Vec<Resource>, Option<String>)> {
+    pub async fn list_resources(
+        &self,
+        caller: &Caller,
+        cursor: Option<&str>,
+    ) -> Result<(Vec<Resource>, Option<String>)> {
         let state = self.current();
-        let (servers, next) = page(&state, cursor)?;
-        let lists = gather(
-            &servers,
-            &state,
-            (Kind::Resources, OfferKind::Resources),
-            |cursor| ClientRequest::ListResourcesRequest(paged(cursor)),
-            |answer| match answer {
-                ServerResult::ListResourcesResult(page) => Some((page.resources, page.next_cursor)),
-                _ => None,
-            },
-        )
-        .await;
+        let sees = Sees::of(&state, caller).await;
+        let (lists, next) = self.listing::<Resource>(&state, &sees, cursor).await?;
+        let order = config_order(&state);
         let mut table = self.routes.table();
-        if cursor.is_none() {
-            table.uris.clear();
+        for (server, list) in &lists {
+            let uris = list.iter().map(|resource| resource.uri.clone()).collect();
+            table.uris.insert(server.clone(), uris);
         }
         let mut resources = Vec::new();
         for (server, list) in lists {
             for mut resource in list {
-                let uri = std::mem::take(&mut resource.uri);
-                resource.uri = claim(&mut table.uris, &server, uri);
+                let owner = table.owner(&order, &sees, &resource.uri);
+                resource.uri = shown_uri(owner, &server, std::mem::take(&mut resource.uri));
                 resources.push(scrubbed(resource));
             }
         }
         Ok((resources, next))
     }
 
-    /// One page of the enabled servers' resource templates, colliding ones renamed as
-    /// resources are.
+    /// One page of the resource templates of the enabled servers `caller` sees, colliding
+    /// ones renamed as resources are.
     ///
     /// # Errors
     /// `VALIDATION_ERROR` for a cursor this gateway did not give.
     pub async fn list_resource_templates(
         &self,
+        caller: &Caller,
         cursor: Option<&str>,
     ) -> Result<(Vec<ResourceTemplate>, Option<String>)> {
         let state = self.current();
-        let (servers, next) = page(&state, cursor)?;
-        let lists = gather(
-            &servers,
-            &state,
-            (Kind::Resources, OfferKind::ResourceTemplates),
-            |cursor| ClientRequest::ListResourceTemplatesRequest(paged(cursor)),
-            |answer| match answer {
-                ServerResult::ListResourceTemplatesResult(page) => Some((page.resource_templates, page.next_cursor)),
-                _ => None,
-            },
-        )
-        .await;
+        let sees = Sees::of(&state, caller).await;
+        let (lists, next) = self.listing::<ResourceTemplate>(&state, &sees, cursor).await?;
+        let order = config_order(&state);
         let mut table = self.routes.table();
-        if cursor.is_none() {
-            table.templates.clear();
-            table.template_owners.clear();
+        for (server, list) in &lists {
+            let templates = list.iter().map(|template| template.uri_template.clone()).collect();
+            table.templates.insert(server.clone(), templates);
         }
         let mut templates = Vec::new();
         for (server, list) in lists {
             for mut template in list {
-                let original = std::mem::take(&mut template.uri_template);
-                let prefix = fixed_prefix(&original).to_owned();
-                if !table.templates.iter().any(|(p, _)| *p == prefix) {
-                    table.templates.push((prefix, server.clone()));
-                }
-                template.uri_template = claim(&mut table.template_owners, &server, original);
+                let owner = table.template_owner(&order, &sees, &template.uri_template);
+                template.uri_template = shown_uri(owner, &server, std::mem::take(&mut template.uri_template));
                 templates.push(scrubbed(template));
             }
         }
         Ok((templates, next))
     }
 
-    /// `resources/read`, routed by the URI rule (module docs); contents within
-    /// `maxResultBytes`.
+    /// `resources/read`, routed by the URI rule (module docs) among the servers `caller`
+    /// sees; contents within `maxResultBytes`.
     ///
     /// # Errors
-    /// `VALIDATION_ERROR` for a URI no server lists or templates; the server's errors.
-    pub async fn read_resource(&self, mut params: ReadResourceRequestParams) -> Result<ReadResourceResult> {
+    /// `VALIDATION_ERROR` for a URI no server `caller` sees lists or templates; the server's
+    /// errors.
+    pub async fn read_resource(
+        &self,
+        caller: &Caller,
+        mut params: ReadResourceRequestParams,
+    ) -> Result<ReadResourceResult> {
         let state = self.current();
-        let (server, uri) = self.route_uri(&state, &params.uri).await?;
+        let (server, uri) = self.route_uri(&state, caller, &params.uri).await?;
         let shown = std::mem::replace(&mut params.uri, uri.clone());
         let answer = send(
             &state,
@@ -259,16 +516,17 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::get_prompt`] and [`Engine::read_resource`].
-    pub async fn complete(&self, mut params: CompleteRequestParams) -> Result<CompleteResult> {
+    pub async fn complete(&self, caller: &Caller, mut params: CompleteRequestParams) -> Result<CompleteResult> {
         let state = self.current();
         let server = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
-                let (server, name) = split_prompt(&state, &prompt.name)?;
+                let sees = Sees::of(&state, caller).await;
+                let (server, name) = split_prompt(&state, &sees, &prompt.name)?;
                 prompt.name = name;
                 server
             }
             Reference::Resource(template) => {
-                let (server, uri) = self.route_uri(&state, &template.uri).await?;
+                let (server, uri) = self.route_uri(&state, caller, &template.uri).await?;
                 template.uri = uri;
                 server
             }
@@ -296,55 +554,79 @@ impl Engine {
         }
     }
 
-    /// `resources/subscribe` of a URI the client was given, sent to its server under the
-    /// server's own URI. Returns that server and URI: what its `ResourceUpdated` events name.
+    /// `resources/subscribe` of a URI `caller` was given, sent to its server under the
+    /// server's own URI, and held for one more client ([`Engine::release_subscription`] lets
+    /// go of it). Returns that server and URI: what its `ResourceUpdated` events name. While
+    /// held, the subscription is made again each time the server's session is (re)opened.
     ///
     /// # Errors
     /// As [`Engine::read_resource`]; a server without subscriptions answers with its error.
-    pub async fn subscribe_resource(&self, params: SubscribeRequestParams) -> Result<(String, String)> {
+    pub async fn subscribe_resource(&self, caller: &Caller, uri: &str) -> Result<(String, String)> {
         let state = self.current();
-        let (server, uri) = self.route_uri(&state, &params.uri).await?;
-        let mut params = params;
-        params.uri.clone_from(&uri);
-        // Servers before protocol 2026-07-28 (all those met today) subscribe this way.
-        #[allow(deprecated)]
-        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(params));
-        send(&state, &server, request).await?;
-        Ok((server.spec.name.clone(), uri))
+        let (server, uri) = self.route_uri(&state, caller, uri).await?;
+        let turn = self.subscriptions.turn(&server.spec.name);
+        let _turn = turn.lock().await;
+        send(&state, &server, subscribe_request(&uri)).await?;
+        let key = (server.spec.name.clone(), uri);
+        let first = self.subscriptions.hold(&key);
+        if first {
+            self.subscriptions
+                .keep(&server, state.spec_of(&server).call_timeout_ms());
+        }
+        Ok(key)
     }
 
-    /// `resources/unsubscribe`, routed as [`Engine::subscribe_resource`].
+    /// The server and URI a subscription of `uri` by `caller` is held under (routed as
+    /// [`Engine::subscribe_resource`], nothing sent).
     ///
     /// # Errors
-    /// As [`Engine::subscribe_resource`].
-    pub async fn unsubscribe_resource(&self, params: UnsubscribeRequestParams) -> Result<(String, String)> {
+    /// As [`Engine::read_resource`].
+    pub async fn resource_key(&self, caller: &Caller, uri: &str) -> Result<(String, String)> {
         let state = self.current();
-        let (server, uri) = self.route_uri(&state, &params.uri).await?;
-        let mut params = params;
-        params.uri.clone_from(&uri);
-        #[allow(deprecated)]
-        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(params));
-        send(&state, &server, request).await?;
+        let (server, uri) = self.route_uri(&state, caller, uri).await?;
         Ok((server.spec.name.clone(), uri))
     }
 
-    /// The server a URI (or template) the client was given belongs to, and the URI that
-    /// server knows it by. Lists again when the table has not seen it.
-    async fn route_uri(&self, state: &State, uri: &str) -> Result<(Arc<Server>, String)> {
+    /// One client lets go of a subscription [`Engine::subscribe_resource`] gave: the last one
+    /// to do so unsubscribes downstream (a failure is logged; nobody waits on it).
+    pub async fn release_subscription(&self, key: &(String, String)) {
+        let turn = self.subscriptions.turn(&key.0);
+        let _turn = turn.lock().await;
+        if !self.subscriptions.release(key) {
+            return;
+        }
+        let state = self.current();
+        let Ok(server) = state.server(&key.0) else {
+            return; // no longer configured: its session is gone with it
+        };
+        #[allow(deprecated)]
+        let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+            UnsubscribeRequestParams::new(key.1.clone()),
+        ));
+        if let Err(error) = send(&state, server, request).await {
+            tracing::debug!(server = %key.0, %error, "resources/unsubscribe downstream failed");
+        }
+    }
+
+    /// The server a URI (or template) `caller` was given belongs to, and the URI that server
+    /// knows it by. Lists again when the table has not seen it. A server the caller does not
+    /// see is left out exactly as one that is not configured.
+    async fn route_uri(&self, state: &State, caller: &Caller, uri: &str) -> Result<(Arc<Server>, String)> {
+        let sees = Sees::of(state, caller).await;
         if let Some(rest) = uri.strip_prefix(GATEWAY_SCHEME) {
-            let (server, original) = longest_prefixed(state, rest, "/").ok_or_else(|| {
+            let (server, original) = longest_prefixed(state, &sees, rest, "/").ok_or_else(|| {
                 Error::validation(format!(
                     "`uri`: `{uri}` names no configured server after `{GATEWAY_SCHEME}`; resources/list gives the URIs to use"
                 ))
             })?;
             return Ok((server, original.to_owned()));
         }
-        if let Some(server) = self.lookup(uri) {
+        if let Some(server) = self.lookup(state, &sees, uri) {
             return Ok((state.server(&server)?.clone(), uri.to_owned()));
         }
         // Not seen yet (a read before any listing, or a URI filled in from a template).
-        self.list_every_page().await?;
-        match self.lookup(uri) {
+        self.list_every_page(caller).await?;
+        match self.lookup(state, &sees, uri) {
             Some(server) => Ok((state.server(&server)?.clone(), uri.to_owned())),
             None => Err(Error::validation(format!(
                 "`uri`: no server lists `{uri}` or a template it fits; resources/list and resources/templates/list give the URIs to use"
@@ -352,18 +634,18 @@ impl Engine {
         }
     }
 
-    /// Every page of resources and templates, to route by.
-    async fn list_every_page(&self) -> Result<()> {
+    /// Every page of the resources and templates `caller` sees, to route by.
+    async fn list_every_page(&self, caller: &Caller) -> Result<()> {
         let mut cursor = None;
         loop {
-            let (_, next) = self.list_resources(cursor.as_deref()).await?;
+            let (_, next) = self.list_resources(caller, cursor.as_deref()).await?;
             cursor = next;
             if cursor.is_none() {
                 break;
             }
         }
         loop {
-            let (_, next) = self.list_resource_templates(cursor.as_deref()).await?;
+            let (_, next) = self.list_resource_templates(caller, cursor.as_deref()).await?;
             cursor = next;
             if cursor.is_none() {
                 return Ok(());
@@ -371,86 +653,85 @@ impl Engine {
         }
     }
 
-    fn lookup(&self, uri: &str) -> Option<String> {
+    /// The seen server a plain `uri` routes to: the first that lists it, else the one whose
+    /// template fits it best.
+    fn lookup(&self, state: &State, sees: &Sees, uri: &str) -> Option<String> {
+        let order = config_order(state);
         let table = self.routes.table();
-        if let Some(server) = table.uris.get(uri) {
-            return Some(server.clone());
+        if let Some(server) = table.owner(&order, sees, uri) {
+            return Some(server.to_owned());
         }
-        table
-            .templates
-            .iter()
-            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, server)| server.clone())
+        table.template_route(&order, sees, uri)
     }
 }
 
-/// Each of `servers`' full list of one kind, in config order; a server that does not offer
-/// the kind, or fails, gives nothing (a failure is logged). An idle server's stored list
-/// answers for it; a list read in full is stored.
-async fn gather<T: Serialize + DeserializeOwned>(
-    servers: &[Arc<Server>],
-    state: &State,
-    (kind, stored): (Kind, OfferKind),
-    request: impl Fn(Option<PaginatedRequestParams>) -> ClientRequest,
-    page: impl Fn(ServerResult) -> Option<(Vec<T>, Option<String>)>,
-) -> Vec<(String, Vec<T>)> {
-    let lists = servers.iter().map(|server| {
-        let (request, page) = (&request, &page);
-        async move {
-            let name = server.spec.name.clone();
-            let mut items = Vec::new();
-            let store = state.snapshots();
-            if matches!(server.state(), ServerState::Idle) {
-                if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, stored)) {
-                    return (name, items);
-                }
-            }
-            let mut cursor = None;
-            let mut complete = false;
-            // A server known not to offer the kind is not asked (nor warned about).
-            let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
-            if not_offered() {
+/// Each of `servers`' full list of `T`, in config order; a server that does not offer the
+/// kind, or fails, gives nothing (a failure is logged). An idle server's stored list answers
+/// for it; a list read in full is stored.
+async fn gather<T: Listed>(servers: &[Arc<Server>], state: &State) -> Vec<(String, Vec<T>)> {
+    let kind = T::KIND;
+    let lists = servers.iter().map(|server| async move {
+        let name = server.spec.name.clone();
+        let mut items = Vec::new();
+        let store = state.snapshots();
+        if matches!(server.state(), ServerState::Idle) {
+            if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, T::STORED)) {
                 return (name, items);
             }
-            for _ in 0..MAX_PAGES {
-                let params = cursor
-                    .take()
-                    .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-                let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
-                let answer = match server.request(request(params), timeout).await {
-                    Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
-                        complete = true;
-                        break;
-                    }
-                    Ok((answer, _)) => answer,
-                    Err(error) => {
-                        if !not_offered() {
-                            tracing::warn!(server = %name, ?kind, %error, "left out of the listing");
-                        }
-                        break;
-                    }
-                };
-                let Some((more, next)) = page(answer) else {
-                    tracing::warn!(server = %name, ?kind, "the server answered a listing with another result type");
-                    break;
-                };
-                items.extend(more);
-                cursor = next;
-                if cursor.is_none() {
+        }
+        let mut cursor = None;
+        let mut complete = false;
+        // A server known not to offer the kind is not asked (nor warned about).
+        let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
+        if not_offered() {
+            return (name, items);
+        }
+        for _ in 0..MAX_PAGES {
+            let params = cursor
+                .take()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
+            let answer = match server.request(T::request(params), timeout).await {
+                Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
                     complete = true;
                     break;
                 }
-            }
-            if complete {
-                if let Some(store) = store {
-                    store.save_offers(&server.spec, stored, &items);
+                Ok((answer, _)) => answer,
+                Err(error) => {
+                    if !not_offered() {
+                        tracing::warn!(server = %name, ?kind, %error, "left out of the listing");
+                    }
+                    break;
                 }
+            };
+            let Some((more, next)) = T::page(answer) else {
+                tracing::warn!(server = %name, ?kind, "the server answered a listing with another result type");
+                break;
+            };
+            items.extend(more);
+            cursor = next;
+            if cursor.is_none() {
+                complete = true;
+                break;
             }
-            (name, items)
         }
+        if complete {
+            if let Some(store) = store {
+                store.save_offers(&server.spec, T::STORED, &items);
+            }
+        }
+        (name, items)
     });
     join_all(lists).await
+}
+
+/// The servers' names in config order.
+fn config_order(state: &State) -> Vec<String> {
+    state
+        .upstream
+        .handles()
+        .map(|server| server.spec.name.clone())
+        .collect()
 }
 
 /// The servers of the page at `cursor` (the index of its first server), and the next cursor.
@@ -507,9 +788,10 @@ fn unexpected(server: &str, method: &str) -> Error {
     }
 }
 
-/// The server and its own prompt name for a listed `<server>__<prompt>`.
-fn split_prompt(state: &State, name: &str) -> Result<(Arc<Server>, String)> {
-    longest_prefixed(state, name, PROMPT_SEPARATOR)
+/// The server and its own prompt name for a listed `<server>__<prompt>`, among the servers
+/// the caller sees.
+fn split_prompt(state: &State, sees: &Sees, name: &str) -> Result<(Arc<Server>, String)> {
+    longest_prefixed(state, sees, name, PROMPT_SEPARATOR)
         .map(|(server, prompt)| (server, prompt.to_owned()))
         .ok_or_else(|| {
             Error::validation(format!(
@@ -518,12 +800,13 @@ fn split_prompt(state: &State, name: &str) -> Result<(Arc<Server>, String)> {
         })
 }
 
-/// The server whose name followed by `separator` starts `text` (the longest such name), and
-/// what follows.
-fn longest_prefixed<'t>(state: &State, text: &'t str, separator: &str) -> Option<(Arc<Server>, &'t str)> {
+/// The seen server whose name followed by `separator` starts `text` (the longest such
+/// name), and what follows.
+fn longest_prefixed<'t>(state: &State, sees: &Sees, text: &'t str, separator: &str) -> Option<(Arc<Server>, &'t str)> {
     state
         .upstream
         .handles()
+        .filter(|server| sees.server(&server.spec.name))
         .filter_map(|server| {
             let rest = text.strip_prefix(server.spec.name.as_str())?.strip_prefix(separator)?;
             Some((server.clone(), rest))
@@ -531,16 +814,13 @@ fn longest_prefixed<'t>(state: &State, text: &'t str, separator: &str) -> Option
         .max_by_key(|(server, _)| server.spec.name.len())
 }
 
-/// `uri` as listed for `server`: as it is when no earlier server has it, else under the
-/// gateway scheme. Records the owner.
-fn claim(owners: &mut HashMap<String, String>, server: &str, uri: String) -> String {
-    match owners.get(&uri) {
-        None => {
-            owners.insert(uri.clone(), server.to_owned());
-            uri
-        }
-        Some(owner) if owner == server => uri,
-        Some(_) => format!("{GATEWAY_SCHEME}{server}/{uri}"),
+/// `uri` as listed for `server`: as it is when `server` is its `owner` (no earlier server
+/// has it), else under the gateway scheme.
+fn shown_uri(owner: Option<&str>, server: &str, uri: String) -> String {
+    if owner.is_none_or(|owner| owner == server) {
+        uri
+    } else {
+        format!("{GATEWAY_SCHEME}{server}/{uri}")
     }
 }
 
@@ -640,13 +920,85 @@ fn cap_contents(result: &mut ReadResourceResult, max_bytes: usize, uri: &str) {
 mod tests {
     use super::*;
 
+    fn table(uris: &[(&str, &[&str])], templates: &[(&str, &[&str])]) -> RouteTable {
+        let own = |list: &[(&str, &[&str])]| -> HashMap<String, Vec<String>> {
+            list.iter()
+                .map(|(server, items)| ((*server).to_owned(), items.iter().map(|i| (*i).to_owned()).collect()))
+                .collect()
+        };
+        RouteTable {
+            uris: own(uris)
+                .into_iter()
+                .map(|(server, uris)| (server, uris.into_iter().collect()))
+                .collect(),
+            templates: own(templates),
+        }
+    }
+
+    fn order(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
+    }
+
+    fn seeing(servers: &[&str]) -> Sees {
+        Sees {
+            only: Some(servers.iter().map(|s| (*s).to_owned()).collect()),
+        }
+    }
+
     #[test]
     fn the_first_lister_keeps_a_uri_and_a_later_one_gets_the_gateway_scheme() {
-        let mut owners = HashMap::new();
-        assert_eq!(claim(&mut owners, "a", "file:///x".into()), "file:///x");
-        assert_eq!(claim(&mut owners, "a", "file:///x".into()), "file:///x");
-        assert_eq!(claim(&mut owners, "b", "file:///x".into()), "anygpt://b/file:///x");
-        assert_eq!(owners["file:///x"], "a");
+        let table = table(&[("a", &["file:///x"]), ("b", &["file:///x", "file:///y"])], &[]);
+        let order = order(&["a", "b"]);
+        let all = Sees { only: None };
+        let shown =
+            |server: &str, uri: &str, sees: &Sees| shown_uri(table.owner(&order, sees, uri), server, uri.into());
+        assert_eq!(shown("a", "file:///x", &all), "file:///x");
+        assert_eq!(shown("b", "file:///x", &all), "anygpt://b/file:///x");
+        assert_eq!(shown("b", "file:///y", &all), "file:///y");
+        assert_eq!(table.owner(&order, &all, "file:///x"), Some("a"));
+    }
+
+    #[test]
+    fn a_caller_who_does_not_see_the_first_lister_gets_the_uri_plain_from_the_next() {
+        let table = table(
+            &[("a", &["file:///x"]), ("b", &["file:///x"])],
+            &[("a", &["t://{id}", "t://long/{id}"]), ("b", &["t://{id}"])],
+        );
+        let order = order(&["a", "b"]);
+        let only_b = seeing(&["b"]);
+        assert_eq!(table.owner(&order, &only_b, "file:///x"), Some("b"));
+        assert_eq!(
+            shown_uri(table.owner(&order, &only_b, "file:///x"), "b", "file:///x".into()),
+            "file:///x",
+            "nothing tells b's caller that a hidden server has the same URI"
+        );
+        assert_eq!(table.template_owner(&order, &only_b, "t://{id}"), Some("b"));
+        let all = Sees { only: None };
+        assert_eq!(table.template_route(&order, &all, "t://long/1").as_deref(), Some("a"));
+        assert_eq!(
+            table.template_route(&order, &all, "t://1").as_deref(),
+            Some("a"),
+            "first among equals"
+        );
+        assert_eq!(
+            table.template_route(&order, &only_b, "t://long/1").as_deref(),
+            Some("b")
+        );
+        assert_eq!(table.template_route(&order, &seeing(&[]), "t://1"), None);
+        assert_eq!(table.owner(&order, &seeing(&[]), "file:///x"), None);
+    }
+
+    #[test]
+    fn a_subscription_ends_downstream_only_with_its_last_holder() {
+        let subscriptions = Subscriptions::default();
+        let key = ("everything".to_owned(), "demo://a".to_owned());
+        assert!(subscriptions.hold(&key), "the first holder");
+        assert!(!subscriptions.hold(&key));
+        assert_eq!(subscriptions.of("everything"), ["demo://a"]);
+        assert!(!subscriptions.release(&key), "another client still holds it");
+        assert!(subscriptions.release(&key), "the last one: tell the server");
+        assert!(!subscriptions.release(&key), "nothing held: nothing to tell");
+        assert!(subscriptions.of("everything").is_empty());
     }
 
     #[test]

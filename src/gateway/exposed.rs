@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::bound::{cut_text, FIELD_BYTES};
 use super::meta_tool::definitions;
+use super::offers::{Changed, Out};
 use super::tools::execute_tool::ExecuteTool;
 use crate::caller::Caller;
 use crate::engine::{Engine, ExposedTool};
@@ -120,6 +121,21 @@ impl Announcer {
     /// Watch the engine for `peer`'s session until the client goes (only when something is
     /// exposed: otherwise the set never changes).
     pub(super) fn start(&self, engine: &Engine, peer: Peer<RoleServer>) {
+        // Sessions that get notifications this way are stdio ones: the local user's set.
+        self.watch(engine, Caller::local(), Out::Peer(peer));
+    }
+
+    /// An announcer for one 2026-07-28 `subscriptions/listen` stream of `caller`: the set
+    /// `caller` has when the stream opens is what a change is measured against. It stops
+    /// when dropped (the stream ended).
+    pub(super) async fn for_listen(engine: &Engine, caller: &Caller, out: Out) -> Self {
+        let announcer = Self::default();
+        announcer.listed(&definitions_of(engine, caller).await);
+        announcer.watch(engine, caller.clone(), out);
+        announcer
+    }
+
+    fn watch(&self, engine: &Engine, caller: Caller, out: Out) {
         let mut changes = engine.watch_tools();
         let (engine, listed, stop) = (engine.clone(), self.listed.clone(), self.stop.clone());
         tokio::spawn(async move {
@@ -130,8 +146,7 @@ impl Announcer {
                 }
                 tokio::time::sleep(COALESCE).await;
                 changes.mark_unchanged();
-                // Sessions that get notifications are stdio ones: the local user's set.
-                let now = fingerprint(&definitions_of(&engine, &Caller::local()).await);
+                let now = fingerprint(&definitions_of(&engine, &caller).await);
                 let due = {
                     let mut listed = listed.lock().unwrap_or_else(PoisonError::into_inner);
                     let due = listed.is_some_and(|before| before != now);
@@ -140,7 +155,7 @@ impl Announcer {
                     }
                     due
                 };
-                if due && peer.notify_tool_list_changed().await.is_err() {
+                if due && !out.list_changed(Changed::Tools).await {
                     return; // the client is gone
                 }
             }

@@ -12,68 +12,123 @@ use std::time::Duration;
 
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceRequestParams, ReadResourceResult,
+    ListResourceTemplatesResult, ListResourcesResult, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
+    ResourceTemplate,
 };
 use rmcp::model::{ResourceUpdatedNotificationParam, SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::service::{SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer};
 
 use super::bound::{cut_text, FIELD_BYTES};
+use crate::caller::Caller;
 use crate::engine::{listen_offers, Engine, Listening, OfferEvent};
 use crate::error::{Error, ErrorCode};
 
-pub(super) async fn list_prompts(engine: &Engine, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
-    let (mut prompts, next) = engine.list_prompts(cursor).await.map_err(|e| rpc_error(&e))?;
-    for prompt in &mut prompts {
-        bound(&mut prompt.description);
-    }
-    let mut result = ListPromptsResult::with_all_items(prompts);
-    result.next_cursor = next;
-    Ok(result)
+/// One kind of listing as the client gets it: the descriptions bounded, the page made.
+trait Shown: Sized {
+    type Page;
+    fn description(&mut self) -> &mut Option<String>;
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page;
 }
 
-pub(super) async fn get_prompt(engine: &Engine, params: GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
-    engine.get_prompt(params).await.map_err(|e| rpc_error(&e))
+impl Shown for Prompt {
+    type Page = ListPromptsResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
+    }
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListPromptsResult {
+            next_cursor: next,
+            ..ListPromptsResult::with_all_items(items)
+        }
+    }
 }
 
-pub(super) async fn list_resources(engine: &Engine, cursor: Option<&str>) -> Result<ListResourcesResult, ErrorData> {
-    let (mut resources, next) = engine.list_resources(cursor).await.map_err(|e| rpc_error(&e))?;
-    for resource in &mut resources {
-        bound(&mut resource.description);
+impl Shown for Resource {
+    type Page = ListResourcesResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
     }
-    let mut result = ListResourcesResult::with_all_items(resources);
-    result.next_cursor = next;
-    Ok(result)
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListResourcesResult {
+            next_cursor: next,
+            ..ListResourcesResult::with_all_items(items)
+        }
+    }
+}
+
+impl Shown for ResourceTemplate {
+    type Page = ListResourceTemplatesResult;
+    fn description(&mut self) -> &mut Option<String> {
+        &mut self.description
+    }
+    fn page(items: Vec<Self>, next: Option<String>) -> Self::Page {
+        ListResourceTemplatesResult {
+            next_cursor: next,
+            ..ListResourceTemplatesResult::with_all_items(items)
+        }
+    }
+}
+
+/// The page of one listing the engine gave.
+fn shown<T: Shown>(listed: crate::error::Result<(Vec<T>, Option<String>)>) -> Result<T::Page, ErrorData> {
+    let (mut items, next) = listed.map_err(|e| rpc_error(&e))?;
+    for item in &mut items {
+        bound(item.description());
+    }
+    Ok(T::page(items, next))
+}
+
+pub(super) async fn list_prompts(
+    engine: &Engine,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<ListPromptsResult, ErrorData> {
+    shown(engine.list_prompts(caller, cursor).await)
+}
+
+pub(super) async fn get_prompt(
+    engine: &Engine,
+    caller: &Caller,
+    params: GetPromptRequestParams,
+) -> Result<GetPromptResult, ErrorData> {
+    engine.get_prompt(caller, params).await.map_err(|e| rpc_error(&e))
+}
+
+pub(super) async fn list_resources(
+    engine: &Engine,
+    caller: &Caller,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, ErrorData> {
+    shown(engine.list_resources(caller, cursor).await)
 }
 
 pub(super) async fn list_resource_templates(
     engine: &Engine,
+    caller: &Caller,
     cursor: Option<&str>,
 ) -> Result<ListResourceTemplatesResult, ErrorData> {
-    let (mut templates, next) = engine
-        .list_resource_templates(cursor)
-        .await
-        .map_err(|e| rpc_error(&e))?;
-    for template in &mut templates {
-        bound(&mut template.description);
-    }
-    let mut result = ListResourceTemplatesResult::with_all_items(templates);
-    result.next_cursor = next;
-    Ok(result)
+    shown(engine.list_resource_templates(caller, cursor).await)
 }
 
 pub(super) async fn read_resource(
     engine: &Engine,
+    caller: &Caller,
     params: ReadResourceRequestParams,
 ) -> Result<ReadResourceResult, ErrorData> {
-    let mut result = engine.read_resource(params).await.map_err(|e| rpc_error(&e))?;
+    let mut result = engine.read_resource(caller, params).await.map_err(|e| rpc_error(&e))?;
     // A server of an older protocol leaves `resultType` out; a 2026-07-28 client must get it
     // (rmcp drops it again for older clients).
     result.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
     Ok(result)
 }
 
-pub(super) async fn complete(engine: &Engine, params: CompleteRequestParams) -> Result<CompleteResult, ErrorData> {
-    engine.complete(params).await.map_err(|e| rpc_error(&e))
+pub(super) async fn complete(
+    engine: &Engine,
+    caller: &Caller,
+    params: CompleteRequestParams,
+) -> Result<CompleteResult, ErrorData> {
+    engine.complete(caller, params).await.map_err(|e| rpc_error(&e))
 }
 
 fn bound(text: &mut Option<String>) {
@@ -96,7 +151,77 @@ fn rpc_error(error: &Error) -> ErrorData {
 /// adding ten prompts one by one costs the client one re-listing, not ten.
 const COALESCE: Duration = Duration::from_millis(200);
 
-/// Passes the servers' announcements on to the client of one gateway session.
+/// Where announcements go: a session's client (stdio, a 2025-11-25 session), or one
+/// 2026-07-28 `subscriptions/listen` stream (which sends only what the client accepted).
+#[derive(Clone)]
+pub(super) enum Out {
+    Peer(Peer<RoleServer>),
+    Listen(SubscriptionSink),
+}
+
+/// One announcement the gateway sends.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Changed {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl Out {
+    /// Send `notifications/<kind>/list_changed`; whether the client can still be reached.
+    pub(super) async fn list_changed(&self, kind: Changed) -> bool {
+        let sent = match (self, kind) {
+            (Self::Peer(peer), Changed::Tools) => peer.notify_tool_list_changed().await.map_err(|e| e.to_string()),
+            (Self::Peer(peer), Changed::Prompts) => peer.notify_prompt_list_changed().await.map_err(|e| e.to_string()),
+            (Self::Peer(peer), Changed::Resources) => {
+                peer.notify_resource_list_changed().await.map_err(|e| e.to_string())
+            }
+            (Self::Listen(sink), Changed::Tools) => sink.notify_tool_list_changed().await.map_err(|e| e.to_string()),
+            (Self::Listen(sink), Changed::Prompts) => {
+                sink.notify_prompt_list_changed().await.map_err(|e| e.to_string())
+            }
+            (Self::Listen(sink), Changed::Resources) => {
+                sink.notify_resource_list_changed().await.map_err(|e| e.to_string())
+            }
+        };
+        self.delivered(sent, "list_changed")
+    }
+
+    /// Send `notifications/resources/updated` for `uri`; whether the client can still be
+    /// reached.
+    async fn resource_updated(&self, uri: String) -> bool {
+        let sent = match self {
+            Self::Peer(peer) => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await
+                .map_err(|e| e.to_string()),
+            Self::Listen(sink) => sink.notify_resource_updated(uri).await.map_err(|e| e.to_string()),
+        };
+        self.delivered(sent, "resources/updated")
+    }
+
+    fn delivered(&self, sent: Result<(), String>, what: &str) -> bool {
+        match sent {
+            Ok(()) => true,
+            Err(error) => {
+                tracing::debug!(%error, "{what} not sent");
+                !self.is_closed()
+            }
+        }
+    }
+
+    /// Whether the client is gone for good (a listen stream's relay ends with the stream).
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Peer(peer) => peer.is_transport_closed(),
+            Self::Listen(_) => false,
+        }
+    }
+}
+
+/// Passes the servers' announcements on to one client: a gateway session's, or one listen
+/// stream's. It also holds that client's resource subscriptions, and lets go of them when it
+/// is dropped (a session that ended, a listen that was cancelled).
 #[derive(Default)]
 pub(crate) struct Relay {
     state: Arc<Mutex<RelayState>>,
@@ -111,7 +236,12 @@ impl std::fmt::Debug for Relay {
 
 #[derive(Default)]
 struct RelayState {
-    peer: Option<Peer<RoleServer>>,
+    out: Option<Out>,
+    /// Whose announcements of changed lists the client hears: the servers whose offers this
+    /// caller sees (`None`: every server's, the local user).
+    hears: Option<(Engine, Caller)>,
+    /// The engine the subscriptions are held with, to release them.
+    engine: Option<Engine>,
     /// (server, URI as the server knows it) → the URIs the client subscribed to it by.
     subscribed: HashMap<(String, String), BTreeSet<String>>,
     prompts_due: bool,
@@ -125,7 +255,26 @@ fn locked(state: &Mutex<RelayState>) -> std::sync::MutexGuard<'_, RelayState> {
 impl Relay {
     /// Start passing announcements on to `peer` (once the client is initialized).
     pub(super) fn start(&self, peer: Peer<RoleServer>) {
-        locked(&self.state).peer = Some(peer);
+        locked(&self.state).out = Some(Out::Peer(peer));
+        self.listen();
+    }
+
+    /// A relay for one `subscriptions/listen` stream of `caller`: changed lists of the
+    /// servers `caller` sees only.
+    fn for_listen(engine: &Engine, caller: &Caller, sink: SubscriptionSink) -> Self {
+        let relay = Self::default();
+        {
+            let mut state = locked(&relay.state);
+            state.out = Some(Out::Listen(sink));
+            if !caller.is_local() {
+                state.hears = Some((engine.clone(), caller.clone()));
+            }
+        }
+        relay.listen();
+        relay
+    }
+
+    fn listen(&self) {
         let mut listening = self.listening.lock().unwrap_or_else(PoisonError::into_inner);
         if listening.is_none() {
             let state = self.state.clone();
@@ -133,6 +282,52 @@ impl Relay {
                 relay(&state, server, event);
             })));
         }
+    }
+
+    /// Pass `server`'s updates of `uri` (its own) on as updates of `asked` (the client's).
+    /// Whether the client had not subscribed by `asked` yet.
+    fn hold(&self, engine: &Engine, key: (String, String), asked: String) -> bool {
+        let mut state = locked(&self.state);
+        state.engine.get_or_insert_with(|| engine.clone());
+        state.subscribed.entry(key).or_default().insert(asked)
+    }
+
+    /// Stop passing `asked` on; whether the client had subscribed by it.
+    fn drop_held(&self, key: &(String, String), asked: &str) -> bool {
+        let mut state = locked(&self.state);
+        let Some(uris) = state.subscribed.get_mut(key) else {
+            return false;
+        };
+        let removed = uris.remove(asked);
+        if uris.is_empty() {
+            state.subscribed.remove(key);
+        }
+        removed
+    }
+}
+
+impl Drop for Relay {
+    /// The client is gone: each subscription it held is let go of (the last client of one
+    /// ends it downstream).
+    fn drop(&mut self) {
+        let mut state = locked(&self.state);
+        let Some(engine) = state.engine.take() else { return };
+        let held: Vec<((String, String), usize)> =
+            state.subscribed.drain().map(|(key, uris)| (key, uris.len())).collect();
+        drop(state);
+        if held.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            for (key, times) in held {
+                for _ in 0..times {
+                    engine.release_subscription(&key).await;
+                }
+            }
+        });
     }
 }
 
@@ -142,7 +337,7 @@ fn relay(state: &Arc<Mutex<RelayState>>, server: &str, event: &OfferEvent) {
         return;
     };
     let mut guard = locked(state);
-    let Some(peer) = guard.peer.clone() else { return };
+    let Some(out) = guard.out.clone() else { return };
     match event {
         OfferEvent::ResourceUpdated { uri } => {
             let Some(targets) = guard.subscribed.get(&(server.to_owned(), uri.clone())).cloned() else {
@@ -150,16 +345,19 @@ fn relay(state: &Arc<Mutex<RelayState>>, server: &str, event: &OfferEvent) {
             };
             runtime.spawn(async move {
                 for uri in targets {
-                    if let Err(error) = peer
-                        .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                        .await
-                    {
-                        tracing::debug!(%error, "resources/updated not sent");
+                    if !out.resource_updated(uri).await {
+                        return;
                     }
                 }
             });
         }
         OfferEvent::PromptsChanged | OfferEvent::ResourcesChanged => {
+            // A server the caller does not see changes nothing they can list.
+            if let Some((engine, caller)) = &guard.hears {
+                if !engine.shows_offers_of(caller, server) {
+                    return;
+                }
+            }
             let prompts = matches!(event, OfferEvent::PromptsChanged);
             let due = if prompts {
                 &mut guard.prompts_due
@@ -181,42 +379,85 @@ fn relay(state: &Arc<Mutex<RelayState>>, server: &str, event: &OfferEvent) {
                     };
                     *due = false;
                 }
-                let sent = if prompts {
-                    peer.notify_prompt_list_changed().await
-                } else {
-                    peer.notify_resource_list_changed().await
-                };
-                if let Err(error) = sent {
-                    tracing::debug!(%error, "list_changed not sent");
-                }
+                out.list_changed(if prompts { Changed::Prompts } else { Changed::Resources })
+                    .await;
             });
         }
     }
 }
 
 /// `resources/subscribe`: routed to the owning server; its updates reach the client under
-/// the URI it subscribed with.
-pub(super) async fn subscribe(engine: &Engine, relay: &Relay, params: SubscribeRequestParams) -> Result<(), ErrorData> {
-    let asked = params.uri.clone();
-    let key = engine.subscribe_resource(params).await.map_err(|e| rpc_error(&e))?;
-    locked(&relay.state).subscribed.entry(key).or_default().insert(asked);
+/// the URI it subscribed with. Without a session (`relay` is `None`: the HTTP face, where a
+/// 2025-11-25 client has no stream to get updates on) the URI is checked as for a read and
+/// nothing is held: a 2026-07-28 client subscribes with `subscriptions/listen`.
+pub(super) async fn subscribe(
+    engine: &Engine,
+    relay: Option<&Relay>,
+    caller: &Caller,
+    params: SubscribeRequestParams,
+) -> Result<(), ErrorData> {
+    let Some(relay) = relay else {
+        engine
+            .resource_key(caller, &params.uri)
+            .await
+            .map_err(|e| rpc_error(&e))?;
+        return Ok(());
+    };
+    let key = engine
+        .subscribe_resource(caller, &params.uri)
+        .await
+        .map_err(|e| rpc_error(&e))?;
+    if !relay.hold(engine, key.clone(), params.uri) {
+        // Subscribed by that URI already: the client holds it once.
+        engine.release_subscription(&key).await;
+    }
     Ok(())
 }
 
-/// `resources/unsubscribe`, routed the same way.
+/// `resources/unsubscribe`, routed the same way; the server is told when no other client
+/// holds the subscription.
 pub(super) async fn unsubscribe(
     engine: &Engine,
-    relay: &Relay,
+    relay: Option<&Relay>,
+    caller: &Caller,
     params: UnsubscribeRequestParams,
 ) -> Result<(), ErrorData> {
-    let asked = params.uri.clone();
-    let key = engine.unsubscribe_resource(params).await.map_err(|e| rpc_error(&e))?;
-    let mut state = locked(&relay.state);
-    if let Some(uris) = state.subscribed.get_mut(&key) {
-        uris.remove(&asked);
-        if uris.is_empty() {
-            state.subscribed.remove(&key);
+    let key = engine
+        .resource_key(caller, &params.uri)
+        .await
+        .map_err(|e| rpc_error(&e))?;
+    if relay.is_some_and(|relay| relay.drop_held(&key, &params.uri)) {
+        engine.release_subscription(&key).await;
+    }
+    Ok(())
+}
+
+/// One 2026-07-28 `subscriptions/listen` stream, until the client cancels it: the servers'
+/// changed prompt and resource lists (of the servers the caller sees, coalesced), changes of
+/// the tools shown directly, and updates of the resources in `resourceSubscriptions` under
+/// the URIs the client gave, each subscribed downstream while the stream lasts. A URI no
+/// server the caller sees has is accepted and never updated, as any unknown URI.
+pub(super) async fn listen(engine: &Engine, context: SubscriptionContext) -> Result<(), ErrorData> {
+    let caller = Caller::of_request(&context.request_context().extensions);
+    let sink = context.sink().clone();
+    let accepted = context.accepted().clone();
+    let relay = Relay::for_listen(engine, &caller, sink.clone());
+    let _tools = if accepted.tools_list_changed == Some(true) {
+        Some(super::exposed::Announcer::for_listen(engine, &caller, Out::Listen(sink)).await)
+    } else {
+        None
+    };
+    for uri in accepted.resource_subscriptions.iter().flatten() {
+        match engine.subscribe_resource(&caller, uri).await {
+            Ok(key) => {
+                if !relay.hold(engine, key.clone(), uri.clone()) {
+                    engine.release_subscription(&key).await; // listed twice
+                }
+            }
+            Err(error) => tracing::debug!(%error, "subscriptions/listen: a resource is not subscribed"),
         }
     }
+    context.cancelled().await;
+    drop(relay); // lets go of its subscriptions
     Ok(())
 }

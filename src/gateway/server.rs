@@ -10,7 +10,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
     ServerConfig, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -138,44 +138,69 @@ impl ServerHandler for Gateway {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        offers::list_prompts(&self.engine, cursor(request.as_ref())).await
+        offers::list_prompts(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        offers::get_prompt(&self.engine, request).await.map(Into::into)
+        offers::get_prompt(&self.engine, &Caller::of_request(&context.extensions), request)
+            .await
+            .map(Into::into)
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        offers::list_resources(&self.engine, cursor(request.as_ref())).await
+        offers::list_resources(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        offers::list_resource_templates(&self.engine, cursor(request.as_ref())).await
+        offers::list_resource_templates(
+            &self.engine,
+            &Caller::of_request(&context.extensions),
+            cursor(request.as_ref()),
+        )
+        .await
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        offers::read_resource(&self.engine, request).await.map(Into::into)
+        offers::read_resource(&self.engine, &Caller::of_request(&context.extensions), request)
+            .await
+            .map(Into::into)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Over HTTP every client shares this handler and each request is its own exchange
+        // (sessionless): nothing may be announced to whichever client initialized last.
+        // 2026-07-28 clients get announcements on their `subscriptions/listen` stream.
+        if over_http(&context.extensions) {
+            return;
+        }
         self.announcer.start(&self.engine, context.peer.clone());
         self.relay.start(context.peer);
     }
@@ -185,34 +210,63 @@ impl ServerHandler for Gateway {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        offers::subscribe(&self.engine, &self.relay, request).await
+        offers::subscribe(
+            &self.engine,
+            self.session_relay(&context),
+            &Caller::of_request(&context.extensions),
+            request,
+        )
+        .await
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        offers::unsubscribe(&self.engine, &self.relay, request).await
+        offers::unsubscribe(
+            &self.engine,
+            self.session_relay(&context),
+            &Caller::of_request(&context.extensions),
+            request,
+        )
+        .await
     }
 
     /// 2026-07-28 `subscriptions/listen`: every advertised category is accepted (rmcp narrows
-    /// it to what was asked and advertised, acknowledges it, and holds the stream open until
-    /// the client cancels). Downstream list changes are not relayed onto it yet.
+    /// it to what was asked and advertised and acknowledges it); `listen` relays onto it.
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        offers::listen(&self.engine, context).await
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        offers::complete(&self.engine, request).await
+        offers::complete(&self.engine, &Caller::of_request(&context.extensions), request).await
     }
+}
+
+impl Gateway {
+    /// The relay of this handler's client, or `None` over HTTP, where the handler is every
+    /// client's and no session carries updates (module `offers`).
+    fn session_relay(&self, context: &RequestContext<RoleServer>) -> Option<&offers::Relay> {
+        (!over_http(&context.extensions)).then_some(&*self.relay)
+    }
+}
+
+/// Whether a request or notification came over the HTTP face (rmcp leaves the HTTP request's
+/// parts in its extensions).
+fn over_http(extensions: &rmcp::model::Extensions) -> bool {
+    extensions.get::<http::request::Parts>().is_some()
 }
 
 /// The cursor a listing request carries, if any.

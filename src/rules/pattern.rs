@@ -186,6 +186,22 @@ impl PatternList {
         }
         false
     }
+
+    /// Whether the list matches every name whatever it is: a glob of `*` alone (`*`, `**`)
+    /// comes before any negation. What "the whole server" means to a rule (the offers of a
+    /// server are no tool names a pattern could be read against).
+    #[must_use]
+    pub fn covers_every_name(&self) -> bool {
+        for pattern in &self.0 {
+            if pattern.negated {
+                return false;
+            }
+            if matches!(pattern.matcher, Matcher::Glob(_)) && pattern.source.chars().all(|c| c == '*') {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// Match `name` against `patterns` once (the `matchPattern` of the Node API).
@@ -334,5 +350,17 @@ mod tests {
         let list = PatternList::parse(&["*_a", "*_b"]).unwrap();
         assert_eq!(list.deciding("x_b"), Some(1));
         assert_eq!(list.deciding("x_c"), None);
+    }
+
+    #[test]
+    fn only_a_star_before_any_negation_covers_every_name() {
+        let covers = |p: &[&str]| PatternList::parse(p).unwrap().covers_every_name();
+        assert!(covers(&["*"]));
+        assert!(covers(&["**"]));
+        assert!(covers(&["read_*", "*"]));
+        assert!(!covers(&["!secret_*", "*"]), "a negation first leaves some names out");
+        assert!(!covers(&["*_delete"]));
+        assert!(!covers(&["/.*/"]), "regexes are not analysed: only `*` says it");
+        assert!(!covers(&["\\*"]), "an escaped star is the literal name `*`");
     }
 }

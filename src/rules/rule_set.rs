@@ -35,7 +35,21 @@ pub struct Rule {
 
 impl Rule {
     fn applies_to(&self, server: &str, tool: &str) -> bool {
-        self.server.as_deref().is_none_or(|s| s == server) && self.patterns.is_match(tool)
+        self.names(server) && self.patterns.is_match(tool)
+    }
+
+    /// Whether the rule is about `server`'s tools (it names that server, or none).
+    fn names(&self, server: &str) -> bool {
+        self.server.as_deref().is_none_or(|s| s == server)
+    }
+
+    /// What the rule, when it decides, makes of a tool: a caller rule's `false` hides it.
+    fn sight(&self, enabled: bool) -> Sight {
+        match (enabled, self.callers.is_some()) {
+            (true, _) => Sight::Enabled,
+            (false, false) => Sight::Disabled,
+            (false, true) => Sight::Hidden,
+        }
     }
 }
 
@@ -136,13 +150,69 @@ impl RuleSet {
             if !for_caller || !rule.applies_to(server, tool) {
                 continue;
             }
-            return match (enabled, rule.callers.is_some()) {
-                (true, _) => Sight::Enabled,
-                (false, false) => Sight::Disabled,
-                (false, true) => Sight::Hidden,
-            };
+            return rule.sight(enabled);
         }
         Sight::of_enabled(!self.whitelist)
+    }
+
+    /// Whether a caller with `reach` sees what `server` offers beside tools (its prompts,
+    /// resources and templates, and completion of them), given the sights its known tools
+    /// have for that caller (`None`: its tools are not known yet).
+    ///
+    /// Offers follow the server's tools, so the rules an admin wrote for tools say it:
+    /// - A caller no caller rule is for (the local user) sees every server's offers.
+    /// - A server with tools: its offers are seen when at least one of its tools is (enabled
+    ///   or disabled for everyone, not hidden from this caller).
+    /// - A server without tools: the rules are read against the server as a whole. The first
+    ///   rule for this caller (or everyone) that sets `enabled`, names this server or none and
+    ///   whose pattern covers every name (`*`) decides; a caller rule's `false` hides them.
+    /// - A server whose tools are not known yet (still starting for the first time) fails
+    ///   closed: hidden while any caller rule of this caller could hide a tool of it.
+    #[must_use]
+    pub fn sees_offers(&self, server: &str, tools: Option<impl IntoIterator<Item = Sight>>, reach: &Reach) -> bool {
+        if reach.is_empty() {
+            return true;
+        }
+        match tools {
+            Some(tools) => {
+                let mut any = false;
+                for sight in tools {
+                    if sight != Sight::Hidden {
+                        return true;
+                    }
+                    any = true;
+                }
+                if any {
+                    return false;
+                }
+            }
+            None if self.may_hide(server, reach) => return false,
+            None => {}
+        }
+        self.whole_server(server, reach) != Sight::Hidden
+    }
+
+    /// What the rules make of `server` as a whole for a caller with `reach`: only rules
+    /// whose pattern covers every name speak for it.
+    fn whole_server(&self, server: &str, reach: &Reach) -> Sight {
+        for (index, rule) in self.rules.iter().enumerate() {
+            let Some(enabled) = rule.enabled else {
+                continue;
+            };
+            let for_caller = rule.callers.is_none() || reach.contains(index);
+            if for_caller && rule.names(server) && rule.patterns.covers_every_name() {
+                return rule.sight(enabled);
+            }
+        }
+        Sight::of_enabled(!self.whitelist)
+    }
+
+    /// Whether a caller rule of a caller with `reach` could hide some tool of `server`.
+    fn may_hide(&self, server: &str, reach: &Reach) -> bool {
+        self.rules
+            .iter()
+            .enumerate()
+            .any(|(index, rule)| rule.enabled == Some(false) && reach.contains(index) && rule.names(server))
     }
 
     /// Whether any rule enables tools explicitly (then the default is disabled).
@@ -256,6 +326,85 @@ mod tests {
         assert_eq!(set.sight("fs", "write_file", &writer), Sight::Enabled);
         assert_eq!(set.sight("fs", "write_file", &Reach::default()), Sight::Disabled);
         assert!(!set.decide("fs", "write_file").enabled);
+    }
+
+    /// What a caller sees of `server`'s offers when its tools are `tools` (`None`: unknown).
+    fn sees_offers(set: &RuleSet, server: &str, tools: Option<&[&str]>, who: &Caller) -> bool {
+        let reach = set.reach(who);
+        let sights = tools.map(|tools| {
+            tools
+                .iter()
+                .map(|tool| set.sight(server, tool, &reach))
+                .collect::<Vec<_>>()
+        });
+        set.sees_offers(server, sights, &reach)
+    }
+
+    #[test]
+    fn offers_follow_the_tools_a_caller_sees() {
+        let set = RuleSet::new(vec![
+            for_groups(rule(Some("github"), &["*"], Some(true), &[]), &["admins"]),
+            for_groups(rule(Some("github"), &["*"], Some(false), &[]), &["*"]),
+            for_groups(rule(Some("fs"), &["write_*"], Some(false), &[]), &["*"]),
+            for_groups(rule(Some("docs"), &["get_*"], Some(false), &[]), &["*"]),
+        ]);
+        let (admin, dev) = (caller("ann", &["admins"]), caller("dan", &["devs"]));
+        let github: &[&str] = &["create_issue", "list_issues"];
+        assert!(sees_offers(&set, "github", Some(github), &admin));
+        assert!(
+            !sees_offers(&set, "github", Some(github), &dev),
+            "every tool hidden: no offers"
+        );
+        // One tool left is enough; all tools hidden by a pattern that is not `*` is too.
+        assert!(sees_offers(&set, "fs", Some(&["write_file", "read_file"]), &dev));
+        assert!(!sees_offers(&set, "docs", Some(&["get_page", "get_index"]), &dev));
+        // The local user sees what it always saw.
+        assert!(sees_offers(&set, "github", Some(github), &Caller::local()));
+        assert!(sees_offers(&set, "github", None, &Caller::local()));
+    }
+
+    #[test]
+    fn a_server_without_tools_is_judged_by_the_rules_that_cover_it_whole() {
+        let set = RuleSet::new(vec![
+            rule(None, &["*"], Some(false), &[]),
+            for_groups(rule(Some("prompts"), &["*"], Some(true), &[]), &["writers"]),
+            for_groups(rule(Some("prompts"), &["*"], Some(false), &[]), &["*"]),
+            for_groups(rule(None, &["*_delete"], Some(false), &[]), &["*"]),
+        ]);
+        let (writer, dev) = (caller("w", &["writers"]), caller("d", &["devs"]));
+        // Disabled for everyone by a rule without callers: as for the local user, still seen.
+        assert!(sees_offers(&set, "other", Some(&[]), &dev));
+        let set = RuleSet::new(set.rules[1..].to_vec());
+        assert!(sees_offers(&set, "prompts", Some(&[]), &writer));
+        assert!(!sees_offers(&set, "prompts", Some(&[]), &dev));
+        // `*_delete` is about some tools, not the server: a toolless server stays seen.
+        assert!(sees_offers(&set, "other", Some(&[]), &dev));
+        assert!(sees_offers(&set, "prompts", Some(&[]), &Caller::local()));
+    }
+
+    #[test]
+    fn a_server_whose_tools_are_not_known_yet_fails_closed() {
+        let set = RuleSet::new(vec![
+            for_groups(rule(Some("docs"), &["get_*"], Some(false), &[]), &["devs"]),
+            for_groups(rule(Some("fs"), &["*"], Some(true), &[]), &["devs"]),
+        ]);
+        let dev = caller("d", &["devs"]);
+        assert!(
+            !sees_offers(&set, "docs", None, &dev),
+            "a rule could hide its every tool"
+        );
+        assert!(
+            sees_offers(&set, "fs", None, &dev),
+            "no rule of theirs hides anything there"
+        );
+        assert!(
+            sees_offers(&set, "docs", None, &caller("o", &["ops"])),
+            "no rule is for them"
+        );
+        assert!(
+            sees_offers(&set, "docs", Some(&["list_pages"]), &dev),
+            "known: its tools decide"
+        );
     }
 
     #[test]

@@ -647,6 +647,20 @@ impl<C: Connector> Handle<C> {
         self.state.borrow().clone()
     }
 
+    /// Which attempt the state is of: a server ready under another number than before is
+    /// ready in a new session (one that knows nothing of the last one's subscriptions).
+    #[must_use]
+    pub fn attempt(&self) -> u64 {
+        self.lock().attempt
+    }
+
+    /// Told every change of [`Handle::state`] (a session that ended and a new one that is
+    /// ready, among others).
+    #[must_use]
+    pub fn watch_state(&self) -> watch::Receiver<ServerState> {
+        self.state.subscribe()
+    }
+
     /// What the newest listing of the server's tools (in this process) left out.
     #[must_use]
     pub fn left_out(&self) -> ListingNotes {
