@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { accessToken, answerOf, raw2026, root, serveHttp, signingKey, tempDir } from './helpers.mjs';
+import { ElicitRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { accessToken, answerOf, raw2026, referenceServer, root, serveHttp, signingKey, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.sessions.test';
 const SCOPE = 'mcp:tools';
@@ -23,7 +23,7 @@ describe('legacy sessions: forwarded requests for older clients, within one proc
   before(async () => {
     const jwks = join(tempDir('anygpt-sessions-'), 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
-    gateway = await serveHttp([asking], {
+    gateway = await serveHttp([asking, referenceServer('everything')], {
       discovery: { http: { legacySessions: true, auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, requiredScopes: [SCOPE] }] } } },
     });
     tokenOf = (sub) => accessToken(key, { issuer: ISSUER, audience: gateway.url, scope: SCOPE }, { sub });
@@ -68,6 +68,25 @@ describe('legacy sessions: forwarded requests for older clients, within one proc
       assert.equal((await alice.listTools()).tools.length, 5);
     } finally {
       await alice.close();
+    }
+  });
+
+  test("a session gets the updates of the resources it subscribed to on its own stream", async () => {
+    const client = new Client({ name: 'sessions-test', version: '0.0.0' });
+    const updates = [];
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => updates.push(notification.params.uri));
+    await client.connect(new StreamableHTTPClientTransport(new URL(gateway.url), {
+      requestInit: { headers: { Authorization: `Bearer ${tokenOf('dana')}` } },
+    }));
+    try {
+      const { resources } = await client.listResources();
+      const uri = resources.find((r) => r.uri.startsWith('demo://resource/static/'))?.uri ?? resources[0].uri;
+      await client.subscribeResource({ uri });
+      // server-everything sends updates of what is subscribed (every 5 s) once toggled on.
+      await client.callTool({ name: 'execute_tool', arguments: { server: 'everything', tool: 'toggle-subscriber-updates', arguments: {} } });
+      assert.ok(await waitFor(() => updates.includes(uri), 15_000), `updates: ${JSON.stringify(updates)}`);
+    } finally {
+      await client.close();
     }
   });
 

@@ -20,7 +20,7 @@ use super::exposed;
 use super::meta_tool::{definitions, error_result, MetaTool, Rejected};
 use super::offers;
 use super::rounds::{self, Round, Rounds};
-use super::to_client::needs_rounds;
+use super::to_client::{needs_rounds, sessionless_http};
 use super::wire::LineTransport;
 use crate::caller::Caller;
 use crate::engine::Engine;
@@ -195,10 +195,11 @@ impl ServerHandler for Gateway {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Over HTTP every client shares this handler and each request is its own exchange
-        // (sessionless): nothing may be announced to whichever client initialized last.
-        // 2026-07-28 clients get announcements on their `subscriptions/listen` stream.
-        if over_http(&context.extensions) {
+        // Over HTTP without a session every client shares this handler and each request is
+        // its own exchange: nothing may be announced to whichever client initialized last.
+        // 2026-07-28 clients get announcements on their `subscriptions/listen` stream; an HTTP
+        // session (`discovery.http.legacySessions`) has a handler of its own (`for_session`).
+        if sessionless_http(&context.extensions) {
             return;
         }
         self.announcer.start(&self.engine, context.peer.clone());
@@ -256,17 +257,24 @@ impl ServerHandler for Gateway {
 }
 
 impl Gateway {
-    /// The relay of this handler's client, or `None` over HTTP, where the handler is every
-    /// client's and no session carries updates (module `offers`).
+    /// The relay of this handler's client, or `None` over HTTP without a session, where the
+    /// handler is every client's and no session carries updates (module `offers`).
     fn session_relay(&self, context: &RequestContext<RoleServer>) -> Option<&offers::Relay> {
-        (!over_http(&context.extensions)).then_some(&*self.relay)
+        (!sessionless_http(&context.extensions)).then_some(&*self.relay)
     }
-}
 
-/// Whether a request or notification came over the HTTP face (rmcp leaves the HTTP request's
-/// parts in its extensions).
-fn over_http(extensions: &rmcp::model::Extensions) -> bool {
-    extensions.get::<http::request::Parts>().is_some()
+    /// The handler of one more session of this gateway (the HTTP face makes one per session,
+    /// or per request when sessionless): announcements of its own, the engine and the calls
+    /// parked for their next round shared.
+    #[must_use]
+    pub fn for_session(&self) -> Self {
+        Self {
+            engine: self.engine.clone(),
+            relay: Arc::default(),
+            announcer: Arc::default(),
+            rounds: self.rounds.clone(),
+        }
+    }
 }
 
 /// The cursor a listing request carries, if any.

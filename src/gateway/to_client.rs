@@ -52,11 +52,7 @@ impl Channel {
         let declared = context.client_capabilities().unwrap_or_default();
         // Over HTTP only a session (`discovery.http.legacySessions`) routes the client's answer,
         // a POST of its own, back to the call.
-        let sessionless = context
-            .extensions
-            .get::<http::request::Parts>()
-            .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"));
-        let to_client = if sessionless || needs_rounds(context) {
+        let to_client = if sessionless_http(&context.extensions) || needs_rounds(context) {
             ToClient::Nobody
         } else {
             ToClient::Session(context.peer.clone())
@@ -121,6 +117,14 @@ impl Channel {
             ToClient::Nobody => Err(ErrorData::invalid_request(SESSIONLESS, None)),
         }
     }
+}
+
+/// Whether a request or notification came over the HTTP face without a session (rmcp leaves
+/// the HTTP request's parts in its extensions; a session's carry its `Mcp-Session-Id`).
+pub(crate) fn sessionless_http(extensions: &rmcp::model::Extensions) -> bool {
+    extensions
+        .get::<http::request::Parts>()
+        .is_some_and(|parts| !parts.headers.contains_key("mcp-session-id"))
 }
 
 /// Whether this request is on protocol 2026-07-28 or later, where questions to the client

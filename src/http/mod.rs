@@ -194,7 +194,7 @@ impl Face {
             .with_cancellation_token(mcp_stop.clone());
         let gateway = Gateway::new(engine.clone());
         let manager = sessions.as_ref().map_or_else(Arc::default, |s| s.manager.clone());
-        let mcp = StreamableHttpService::new(move || Ok(gateway.clone()), manager, config);
+        let mcp = StreamableHttpService::new(move || Ok(gateway.for_session()), manager, config);
         Ok(Self {
             engine: engine.clone(),
             metrics: Metrics::new(engine.clone()),
