@@ -76,17 +76,20 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
         .extensions
         .get::<crate::caller::Caller>()
         .map_or_else(|| crate::caller::Caller::local().label(), crate::caller::Caller::label);
-    if let Some(target) = ids.cancels {
-        if in_flight.cancel(caller.clone(), target) {
-            tracing::debug!("a request was cancelled by its client");
-        }
-    }
     let id = ids.id.clone();
-    let registration = ids.id.and_then(|id| in_flight.register(caller, id));
+    let registration = ids.id.and_then(|id| in_flight.register(caller.clone(), id));
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     if !response.status().is_success() {
         metrics.record(operation, Outcome::rejected, start.elapsed());
         return response;
+    }
+    // Only once rmcp accepted the notification: its Host, Origin and header checks come after
+    // this middleware, and a page on another origin (or behind DNS rebinding) must not end the
+    // user's calls with a request that is refused.
+    if let Some(target) = ids.cancels {
+        if in_flight.cancel(caller, target) {
+            tracing::debug!("a request was cancelled by its client");
+        }
     }
     let sse = response
         .headers()
