@@ -91,3 +91,18 @@ test('a cancellation the Host/Origin checks refuse cancels nothing (cross-origin
     await stop(gateway);
   }
 });
+
+test('/metrics without auth answers loopback names only: a page rebound to 127.0.0.1 reads nothing', async () => {
+  const gateway = await serveHttp([fault('fault')]);
+  const port = new URL(gateway.url).port;
+  try {
+    const get = (host) => rawHttp(port, `GET /metrics HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+    assert.match(await get(`127.0.0.1:${port}`), /^HTTP\/1\.1 200[\s\S]*discovery_server_status\{server="fault"/);
+    const rebound = await get(`evil.example:${port}`);
+    assert.match(rebound, /^HTTP\/1\.1 403/);
+    assert.doesNotMatch(rebound, /fault/);
+    assert.match(await get(`localhost:${port}`), /^HTTP\/1\.1 200/);
+  } finally {
+    await stop(gateway);
+  }
+});

@@ -34,7 +34,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 pub use guard::BindError;
 pub use metrics::Metrics;
 
+use crate::caller::Caller;
 use crate::config::HttpSpec;
 use crate::engine::{Engine, ServerStatus};
 use crate::gateway::{Gateway, MAX_REQUEST_BYTES};
@@ -170,16 +171,19 @@ struct Face {
     cut: CancellationToken,
     /// rmcp's own stop: ends whatever stream is still open after the cut.
     mcp_stop: CancellationToken,
+    /// The `Host` allow-list rmcp applies to `/mcp`, for `/metrics` without auth.
+    hosts: guard::Hosts,
 }
 
 impl Face {
     fn new(engine: &Engine, spec: &HttpSpec, bound: SocketAddr) -> Result<Self, BindError> {
         let (cut, mcp_stop) = (CancellationToken::new(), CancellationToken::new());
+        let hosts = guard::allowed_hosts(spec, bound)?;
         let config = StreamableHttpServerConfig::default()
             // Sessionless for every protocol version: no per-client state, any replica answers.
             .with_legacy_session_mode(false)
             .with_sse_keep_alive(Some(SSE_PING))
-            .with_allowed_hosts(guard::allowed_hosts(spec, bound)?)
+            .with_allowed_hosts(hosts.clone())
             .with_allowed_origins(guard::allowed_origins(spec, bound)?)
             .enforce_origin_validation()
             .with_max_request_body_bytes(MAX_REQUEST_BYTES)
@@ -193,6 +197,7 @@ impl Face {
             draining: Arc::default(),
             cut,
             mcp_stop,
+            hosts: guard::Hosts::new(&hosts),
         })
     }
 }
@@ -212,7 +217,9 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
     // Outside `observe`, which reads the `Caller` it inserts (to match a cancellation to its
     // caller's request). Requests it refuses are not counted by `observe`.
     // `/metrics` names every server and tool called, whoever called it: with auth, a scraper
-    // authenticates as a client does (Prometheus' `authorization` setting); probes stay open.
+    // authenticates as a client does (Prometheus' `authorization` setting) and is not shown
+    // the calls of tools hidden from it; without auth (loopback only), the Host allow-list
+    // keeps a page that rebound its name to 127.0.0.1 from reading it. Probes stay open.
     let metrics = Router::new()
         .route("/metrics", get(metrics_text))
         .with_state(face.clone());
@@ -221,7 +228,13 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
             mcp.layer(auth.layer()).merge(auth.metadata_router()),
             metrics.layer(auth.layer()),
         ),
-        None => (mcp, metrics),
+        None => (
+            mcp,
+            metrics.layer(axum::middleware::from_fn_with_state(
+                face.hosts.clone(),
+                guard::check_host,
+            )),
+        ),
     };
     Router::new()
         .route("/healthz", get(healthz))
@@ -261,25 +274,28 @@ async fn readyz(State(face): State<Face>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// `OpenMetrics` for a scraper that asks for it, the Prometheus text format otherwise.
-async fn metrics_text(State(face): State<Face>, headers: HeaderMap) -> Response {
+/// `OpenMetrics` for a scraper that asks for it, the Prometheus text format otherwise; the
+/// calls of tools hidden from the (authenticated) caller left out.
+async fn metrics_text(State(face): State<Face>, caller: Option<Extension<Caller>>, headers: HeaderMap) -> Response {
     let openmetrics = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let hidden = caller.and_then(|Extension(caller)| face.engine.hidden_from(&caller));
+    let hidden = hidden.as_ref().map(|h| h as metrics::Hidden<'_>);
     if openmetrics {
         (
             [(
                 header::CONTENT_TYPE,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
-            face.metrics.openmetrics(),
+            face.metrics.openmetrics(hidden),
         )
             .into_response()
     } else {
         (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-            face.metrics.prometheus(),
+            face.metrics.prometheus(hidden),
         )
             .into_response()
     }
