@@ -69,6 +69,7 @@ pub struct Bound {
     address: SocketAddr,
     /// The access-token check of `/mcp`, when `discovery.http.auth` is set.
     auth: Option<Authenticator>,
+    timeouts: Timeouts,
 }
 
 /// Resolve and bind `listen` (the command line's address, else `discovery.http.listen`, else
@@ -109,6 +110,7 @@ pub async fn bind(engine: &Engine, listen: Option<&str>) -> Result<Bound, BindEr
         listener,
         address,
         auth,
+        timeouts: Timeouts::default(),
     })
 }
 
@@ -124,37 +126,70 @@ impl Bound {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), BindError> {
         self.engine.start();
         let face = Face::new(&self.engine, &self.spec, self.address)?;
-        let app = router(&face, self.auth.as_ref());
-        let draining = face.draining.clone();
-        let stopping = CancellationToken::new();
-        let stop = stopping.clone();
+        let app = router(&face, self.auth.as_ref(), self.timeouts.body_idle);
+        let connections = hyper_util::server::graceful::GracefulShutdown::new();
         // Answers go out in several small writes (headers, each SSE event, the end): without
         // TCP_NODELAY, Nagle's algorithm holds each behind the client's delayed ACK (~40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+        let mut listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
             if let Err(error) = tcp.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("draining: no new connections; calls in flight may finish");
-            draining.store(true, Ordering::Release);
-            stop.cancel();
-        });
-        let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
-        let deadline = self.spec.drain_timeout();
-        tokio::select! {
-            result = &mut server => return result.map_err(|source| BindError::Listen { address: self.address, source }),
-            () = async { stopping.cancelled().await; tokio::time::sleep(deadline).await } => {
-                tracing::warn!("calls still running {deadline:?} after the stop request are cut");
-                face.cut.cancel();
-            }
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            // axum's listener waits out accept errors (1 s on EMFILE) instead of failing.
+            let (tcp, _) = tokio::select! {
+                accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+                () = &mut shutdown => break,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(self.timeouts.headers)
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let connection = connections.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::trace!(%error, "connection ended with an error");
+                }
+            });
         }
-        if tokio::time::timeout(CUT_GRACE, &mut server).await.is_err() {
+        tracing::info!("draining: no new connections; calls in flight may finish");
+        face.draining.store(true, Ordering::Release);
+        drop(listener);
+        let deadline = self.spec.drain_timeout();
+        let mut closed = std::pin::pin!(connections.shutdown());
+        if tokio::time::timeout(deadline, &mut closed).await.is_ok() {
+            return Ok(());
+        }
+        tracing::warn!("calls still running {deadline:?} after the stop request are cut");
+        face.cut.cancel();
+        if tokio::time::timeout(CUT_GRACE, &mut closed).await.is_err() {
             tracing::warn!("connections still open {CUT_GRACE:?} after calls were cut are dropped");
             face.mcp_stop.cancel();
         }
         Ok(())
+    }
+}
+
+/// How long a client may take over its request before its connection is closed.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    /// To send a request's headers (and, on a kept-alive connection, the next request's):
+    /// a client that opens connections and sends nothing, or a byte now and then
+    /// (slowloris), would otherwise hold them, and their file descriptors, for ever.
+    headers: Duration,
+    /// Between two pieces of a request's body: a body that stops coming holds its connection
+    /// and up to 16 MiB read so far.
+    body_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            headers: Duration::from_secs(30),
+            body_idle: Duration::from_secs(30),
+        }
     }
 }
 
@@ -205,11 +240,12 @@ impl Face {
 /// The routes. Authentication wraps `/mcp` alone: a layer that checks the request and inserts
 /// the caller's `crate::caller::Caller` into its extensions (the gateway reads it from
 /// `http::request::Parts`); health, readiness, metrics and the resource metadata stay open.
-fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
+fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Router {
     let observer = observe::Observer {
         metrics: face.metrics.clone(),
         in_flight: Arc::default(),
         cut: face.cut.clone(),
+        body_idle,
     };
     let mcp = Router::new()
         .route_service("/mcp", face.mcp.clone())
@@ -298,5 +334,81 @@ async fn metrics_text(State(face): State<Face>, caller: Option<Extension<Caller>
             face.metrics.prometheus(hidden),
         )
             .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use futures::FutureExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+    use crate::search::IndexedCatalog;
+
+    /// A face over an empty engine on a free loopback port, with `timeouts`; stops with the
+    /// returned token.
+    async fn serving(timeouts: Timeouts) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+        let engine = Engine::from_catalog(IndexedCatalog::default());
+        let mut bound = bind(&engine, Some("127.0.0.1:0")).await.unwrap();
+        bound.timeouts = timeouts;
+        let address = bound.address();
+        let stop = CancellationToken::new();
+        let serving = tokio::spawn(
+            bound
+                .serve(stop.clone().cancelled_owned())
+                .map(|served| served.unwrap()),
+        );
+        (address, stop, serving)
+    }
+
+    /// Everything the server sends on a connection that wrote `request`, until it closes it
+    /// (or 10 s pass: then `None`, the connection is still open).
+    async fn answer_to(address: SocketAddr, request: &[u8]) -> Option<String> {
+        let mut tcp = TcpStream::connect(address).await.unwrap();
+        tcp.write_all(request).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
+            .await
+            .ok()?
+            .ok()?;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stalls_its_headers_or_its_body_is_cut_off_and_others_are_served() {
+        let short = Timeouts {
+            headers: Duration::from_millis(300),
+            body_idle: Duration::from_millis(300),
+        };
+        let (address, stop, serving) = serving(short).await;
+        let stalled_body = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
+        );
+        let health = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        let started = Instant::now();
+        let (silent, slow_headers, slow_body, healthy) = tokio::join!(
+            // Connects and sends nothing.
+            answer_to(address, b""),
+            // Slowloris: a request line and a header, then nothing.
+            answer_to(address, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+            // A body announced at 1,000 bytes that stops after 10.
+            answer_to(address, stalled_body.as_bytes()),
+            answer_to(address, health.as_bytes()),
+        );
+        assert_eq!(silent.as_deref(), Some(""), "a silent connection is closed");
+        assert_eq!(slow_headers.as_deref(), Some(""), "unfinished headers: closed");
+        let slow_body = slow_body.expect("a stalled body: answered and closed");
+        assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body}");
+        assert!(healthy.unwrap().starts_with("HTTP/1.1 200"));
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "cut by the timeouts, not the test's bound"
+        );
+        stop.cancel();
+        serving.await.unwrap();
     }
 }

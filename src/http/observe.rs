@@ -6,13 +6,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
 use http_body::Frame;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -32,6 +33,8 @@ pub struct Observer {
     pub in_flight: Arc<InFlight>,
     /// Cancelled when the drain deadline passes.
     pub cut: CancellationToken,
+    /// The longest wait for the next piece of a request body (408 past it).
+    pub body_idle: Duration,
 }
 
 /// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), apply a
@@ -41,33 +44,19 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
         metrics,
         in_flight,
         cut,
+        body_idle,
     } = observer;
     let start = Instant::now();
     let (parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
+    let bytes = match read_body(body, body_idle).await {
+        Ok(bytes) => bytes,
+        Err(refusal) => {
             let operation = Operation {
                 method: "other",
                 tool: "",
             };
             metrics.record(operation, Outcome::rejected, start.elapsed());
-            return if error.is::<LengthLimitError>() {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
-                         send large inputs as a file or resource the tool reads"
-                    ),
-                )
-                    .into_response()
-            } else {
-                (
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request: the request body could not be read",
-                )
-                    .into_response()
-            };
+            return refusal;
         }
     };
     let operation = Operation::of(&bytes);
@@ -120,6 +109,55 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
             watch: Some(watch),
         }),
     )
+}
+
+/// The request body, at most [`MAX_REQUEST_BYTES`], each piece within `idle` of the one
+/// before; else the answer that refuses it (413, 408, 400).
+async fn read_body(body: Body, idle: Duration) -> Result<Bytes, Response> {
+    let mut body = Limited::new(body, MAX_REQUEST_BYTES);
+    let mut bytes = BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(None) => return Ok(bytes.freeze()),
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Ok(Some(Err(error))) if error.is::<LengthLimitError>() => {
+                return Err((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
+                         send large inputs as a file or resource the tool reads"
+                    ),
+                )
+                    .into_response());
+            }
+            Ok(Some(Err(_))) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the request body could not be read",
+                )
+                    .into_response());
+            }
+            Err(_) => {
+                tracing::debug!("a request body stopped coming; its connection is closed");
+                let mut refusal = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "Request Timeout: the request body stopped coming for {} s",
+                        idle.as_secs_f64()
+                    ),
+                )
+                    .into_response();
+                refusal
+                    .headers_mut()
+                    .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+                return Err(refusal);
+            }
+        }
+    }
 }
 
 /// The last event of an answer stream cut at the drain deadline: an error for its request, so
