@@ -61,10 +61,7 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
     };
     let operation = Operation::of(&bytes);
     let ids = Ids::of(&bytes);
-    let caller = parts
-        .extensions
-        .get::<crate::caller::Caller>()
-        .map_or_else(|| crate::caller::Caller::local().label(), crate::caller::Caller::label);
+    let caller = super::cancel::whose(parts.extensions.get::<crate::caller::Caller>());
     let id = ids.id.clone();
     let registration = ids.id.and_then(|id| in_flight.register(caller.clone(), id));
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
