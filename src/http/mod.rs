@@ -57,6 +57,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// downstream call) is cancelled. A comment is a few bytes a second per call in flight.
 const SSE_PING: Duration = Duration::from_secs(1);
 
+/// The most bytes of request line and headers read (431 past it). A token is at most 16 KiB
+/// (`auth`); hyper would otherwise buffer ~400 KiB of unfinished headers per connection, for
+/// anyone who connects, before any token is looked at.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
 /// How long the server waits for connections to close after calls in flight were cut.
 const CUT_GRACE: Duration = Duration::from_secs(2);
 
@@ -146,6 +151,7 @@ impl Bound {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(self.timeouts.headers)
+                .max_header_size(MAX_HEADER_BYTES)
                 .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
             let connection = connections.watch(connection);
             tokio::spawn(async move {
@@ -365,20 +371,21 @@ mod tests {
     }
 
     /// Everything the server sends on a connection that wrote `request`, until it closes it
-    /// (or 10 s pass: then `None`, the connection is still open).
+    /// (or resets it: a server that closes with bytes unread resets the connection); `None`
+    /// when 10 s pass and the connection is still open.
     async fn answer_to(address: SocketAddr, request: &[u8]) -> Option<String> {
         let mut tcp = TcpStream::connect(address).await.unwrap();
-        tcp.write_all(request).await.unwrap();
+        let _ = tcp.write_all(request).await;
         let mut answer = Vec::new();
-        tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
+        // Bytes read before a reset stay in `answer`.
+        let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
             .await
-            .ok()?
             .ok()?;
         Some(String::from_utf8_lossy(&answer).into_owned())
     }
 
     #[tokio::test]
-    async fn a_client_that_stalls_its_headers_or_its_body_is_cut_off_and_others_are_served() {
+    async fn a_client_that_stalls_or_oversizes_its_request_is_cut_off_and_others_are_served() {
         let short = Timeouts {
             headers: Duration::from_millis(300),
             body_idle: Duration::from_millis(300),
@@ -389,8 +396,10 @@ mod tests {
              Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
         );
         let health = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        let padding = format!("X-Padding: {}\r\n", "x".repeat(8_000)).repeat(12);
+        let oversized = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n{padding}\r\n");
         let started = Instant::now();
-        let (silent, slow_headers, slow_body, healthy) = tokio::join!(
+        let (silent, slow_headers, slow_body, healthy, too_large) = tokio::join!(
             // Connects and sends nothing.
             answer_to(address, b""),
             // Slowloris: a request line and a header, then nothing.
@@ -398,6 +407,14 @@ mod tests {
             // A body announced at 1,000 bytes that stops after 10.
             answer_to(address, stalled_body.as_bytes()),
             answer_to(address, health.as_bytes()),
+            // 96 KiB of headers: refused before they are all buffered.
+            answer_to(address, oversized.as_bytes()),
+        );
+        // 431, unless the close reset the connection before the client read it: never served.
+        let too_large = too_large.expect("oversized headers: refused and closed");
+        assert!(
+            too_large.is_empty() || too_large.starts_with("HTTP/1.1 431"),
+            "{too_large}"
         );
         assert_eq!(silent.as_deref(), Some(""), "a silent connection is closed");
         assert_eq!(slow_headers.as_deref(), Some(""), "unfinished headers: closed");
