@@ -396,10 +396,15 @@ mod tests {
              Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
         );
         let health = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        let announced_too_large = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 100000000\r\n\
+             Expect: 100-continue\r\n\r\n"
+        );
         let padding = format!("X-Padding: {}\r\n", "x".repeat(8_000)).repeat(12);
         let oversized = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n{padding}\r\n");
         let started = Instant::now();
-        let (silent, slow_headers, slow_body, healthy, too_large) = tokio::join!(
+        let (silent, slow_headers, slow_body, healthy, too_large, announced) = tokio::join!(
             // Connects and sends nothing.
             answer_to(address, b""),
             // Slowloris: a request line and a header, then nothing.
@@ -409,7 +414,11 @@ mod tests {
             answer_to(address, health.as_bytes()),
             // 96 KiB of headers: refused before they are all buffered.
             answer_to(address, oversized.as_bytes()),
+            // 100 MB announced: 413 at once, without `100 Continue` or waiting for the body.
+            answer_to(address, announced_too_large.as_bytes()),
         );
+        let announced = announced.expect("a body announced too large: refused and closed");
+        assert!(announced.starts_with("HTTP/1.1 413"), "{announced}");
         // 431, unless the close reset the connection before the client read it: never served.
         let too_large = too_large.expect("oversized headers: refused and closed");
         assert!(

@@ -111,6 +111,21 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
 /// The request body, at most [`MAX_REQUEST_BYTES`], each piece within `idle` of the one
 /// before; else the answer that refuses it (413, 408, 400).
 async fn read_body(body: Body, idle: Duration) -> Result<Bytes, Response> {
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
+                 send large inputs as a file or resource the tool reads"
+            ),
+        )
+            .into_response()
+    };
+    // A Content-Length past the limit is refused before any of the body is read (nor is a
+    // client that asked `Expect: 100-continue` told to send it).
+    if body.size_hint().lower() > MAX_REQUEST_BYTES as u64 {
+        return Err(too_large());
+    }
     let mut body = Limited::new(body, MAX_REQUEST_BYTES);
     let mut bytes = BytesMut::new();
     loop {
@@ -121,16 +136,7 @@ async fn read_body(body: Body, idle: Duration) -> Result<Bytes, Response> {
                     bytes.extend_from_slice(data);
                 }
             }
-            Ok(Some(Err(error))) if error.is::<LengthLimitError>() => {
-                return Err((
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
-                         send large inputs as a file or resource the tool reads"
-                    ),
-                )
-                    .into_response());
-            }
+            Ok(Some(Err(error))) if error.is::<LengthLimitError>() => return Err(too_large()),
             Ok(Some(Err(_))) => {
                 return Err((
                     StatusCode::BAD_REQUEST,
