@@ -220,8 +220,10 @@ impl Engine {
             .rules()
             .clone();
         let reach = rules.reach(caller);
-        (!reach.is_empty())
-            .then(move || move |server: &str, tool: &str| rules.sight(server, tool, &reach) == Sight::Hidden)
+        if reach.is_empty() {
+            return None;
+        }
+        Some(move |server: &str, tool: &str| rules.sight(server, tool, &reach) == Sight::Hidden)
     }
 
     /// Whether the catalog snapshots are read and indexed, so a search answers from every
