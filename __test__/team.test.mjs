@@ -210,6 +210,16 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
       const details = await meta(bob, 'get_tool_details', { server: 'memory', tool: 'read_graph' });
       assert.equal(details.body.error.code, 'TOOL_NOT_FOUND');
 
+      // /metrics counts the calls of every caller: bob, scraping with his own token, must not
+      // learn of alice's hidden tool from her calls (he once read memory/read_graph there).
+      const scrape = async (token) =>
+        (await fetch(`${gateway.base}/metrics`, { headers: { authorization: `Bearer ${token}` } })).text();
+      const calledTool = /discovery_downstream_calls_total\{server="memory",tool="read_graph",outcome="ok"\} 1/;
+      assert.match(await scrape(accessToken(key, audience, { sub: 'alice', groups: ['admins'] })), calledTool);
+      const bobs = await scrape(accessToken(key, audience, { sub: 'bob', groups: ['devs'] }));
+      assert.match(bobs, /discovery_server_status/);
+      assert.doesNotMatch(bobs, /read_graph/, 'no call of a tool hidden from the scraping caller');
+
       const lines = readFileSync(audit, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
       const call = lines.find((l) => l.server === 'memory' && l.tool === 'read_graph');
       assert.equal(call.caller, `${ISSUER}#alice`);

@@ -210,6 +210,26 @@ impl Engine {
             .clone()
     }
 
+    /// Which tools toolRules with `callers` hide from `caller`, as a test of `(server, tool)`
+    /// names, for a face that names tools outside the catalog's listings (`/metrics` names
+    /// every tool called). `None` when nothing is hidden from them (the local user, or a
+    /// caller no caller rule is for). The rules are those of now; a reload is not followed.
+    #[must_use]
+    pub fn hidden_from(&self, caller: &Caller) -> Option<impl Fn(&str, &str) -> bool + Send + Sync> {
+        let rules = self
+            .state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .config
+            .rules()
+            .clone();
+        let reach = rules.reach(caller);
+        if reach.is_empty() {
+            return None;
+        }
+        Some(move |server: &str, tool: &str| rules.sight(server, tool, &reach) == Sight::Hidden)
+    }
+
     /// Whether the catalog snapshots are read and indexed, so a search answers from every
     /// server known at start: the team face's readiness.
     #[must_use]

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::caller::Caller;
+
 /// Longest request id (as JSON text) tracked; a longer one is never cancelled this way.
 const MAX_ID_CHARS: usize = 256;
 
@@ -89,6 +91,16 @@ impl InFlight {
     }
 }
 
+/// Whose requests a cancellation may name: the caller's whole identity (issuer and subject),
+/// not its label, which is cut at 200 characters for logs — two callers alike that far
+/// would cancel each other's requests. `None` (no auth) is the one local user.
+#[must_use]
+pub fn whose(caller: Option<&Caller>) -> String {
+    caller.map_or_else(String::new, |caller| {
+        serde_json::json!([caller.issuer, caller.subject]).to_string()
+    })
+}
+
 /// The ids a message names: its own (a request), and the one it cancels.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ids {
@@ -140,6 +152,27 @@ mod tests {
         assert!(!theirs.token.is_cancelled());
         drop(theirs);
         assert!(!in_flight.cancel("bob".into(), "5".into()), "freed on drop");
+    }
+
+    #[test]
+    fn callers_alike_in_their_first_200_characters_are_told_apart() {
+        let issuer = "https://login.example.test/tenant/v2.0";
+        let caller = |subject: String| Caller {
+            issuer: Some(issuer.to_owned()),
+            subject: Some(subject),
+            ..Caller::default()
+        };
+        let (one, other) = (
+            caller(format!("{}-one", "s".repeat(190))),
+            caller(format!("{}-two", "s".repeat(190))),
+        );
+        assert_eq!(one.label(), other.label(), "the labels are cut alike");
+        assert_ne!(whose(Some(&one)), whose(Some(&other)));
+        let in_flight = Arc::new(InFlight::default());
+        let mine = in_flight.register(whose(Some(&one)), "1".into()).unwrap();
+        assert!(!in_flight.cancel(whose(Some(&other)), "1".into()));
+        assert!(!mine.token.is_cancelled());
+        assert_ne!(whose(None), whose(Some(&caller("local".into()))));
     }
 
     #[test]

@@ -2,8 +2,12 @@
 //! `Host` / `Origin` allow-lists rmcp enforces on `/mcp` (always on).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use axum::http::Uri;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 
 use crate::config::HttpSpec;
 
@@ -95,6 +99,50 @@ pub fn allowed_origins(spec: &HttpSpec, bound: SocketAddr) -> Result<Vec<String>
     Ok(origins)
 }
 
+/// The `Host` values answered, as [`allowed_hosts`] lists them: the check rmcp applies to
+/// `/mcp`, for the routes outside it that must not be read through a rebound name.
+#[derive(Debug, Clone)]
+pub struct Hosts(Arc<[(String, Option<u16>)]>);
+
+impl Hosts {
+    #[must_use]
+    pub fn new(allowed: &[String]) -> Self {
+        Self(allowed.iter().filter_map(|a| authority(a)).collect())
+    }
+
+    /// Whether the request's `Host` (or, without one, its URI's authority) is allowed. An
+    /// allowed entry without a port allows every port (as rmcp reads it).
+    #[must_use]
+    pub fn allow(&self, uri: &Uri, headers: &HeaderMap) -> bool {
+        let named = match headers.get(header::HOST) {
+            Some(value) => value.to_str().ok().and_then(authority),
+            None => uri.authority().and_then(|a| authority(a.as_str())),
+        };
+        named.is_some_and(|(host, port)| {
+            self.0
+                .iter()
+                .any(|(allowed, allowed_port)| *allowed == host && allowed_port.is_none_or(|p| Some(p) == port))
+        })
+    }
+}
+
+/// A `host[:port]` authority, its host lowercased and without IPv6 brackets.
+fn authority(text: &str) -> Option<(String, Option<u16>)> {
+    let authority: axum::http::uri::Authority = text.trim().parse().ok()?;
+    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_ascii_lowercase(), authority.port_u16()))
+}
+
+/// Middleware: 403 for a request whose `Host` is not allowed — a web page that rebound its
+/// name to this address reads nothing through it.
+pub async fn check_host(State(hosts): State<Hosts>, request: Request, next: Next) -> Response {
+    if hosts.allow(request.uri(), request.headers()) {
+        return next.run(request).await;
+    }
+    tracing::debug!("refused a request whose Host header is not allowed (DNS rebinding?)");
+    (StatusCode::FORBIDDEN, "Forbidden: Host header is not allowed").into_response()
+}
+
 /// `publicUrl` parsed: an absolute `http(s)` URL.
 pub fn public_url(spec: &HttpSpec) -> Result<Option<Uri>, BindError> {
     let Some(text) = spec.public_url.as_deref() else {
@@ -147,5 +195,42 @@ mod tests {
             ..HttpSpec::default()
         };
         assert!(allowed_hosts(&bad, bound).is_err());
+    }
+
+    #[test]
+    fn hosts_are_checked_as_rmcp_checks_them() {
+        let spec = HttpSpec {
+            allowed_hosts: vec!["mcp.internal".into()],
+            ..HttpSpec::default()
+        };
+        let hosts = Hosts::new(&allowed_hosts(&spec, "127.0.0.1:8080".parse().unwrap()).unwrap());
+        let allows = |host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, host.parse().unwrap());
+            hosts.allow(&Uri::from_static("/metrics"), &headers)
+        };
+        for good in [
+            "127.0.0.1:8080",
+            "LOCALHOST:8080",
+            "[::1]:8080",
+            "mcp.internal",
+            "mcp.internal:443",
+        ] {
+            assert!(allows(good), "{good}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "localhost",
+            "localhost:8081",
+            "127.0.0.1:8080.",
+            "127.1:8080",
+            "[::2]:8080",
+        ] {
+            assert!(!allows(bad), "{bad}");
+        }
+        assert!(
+            !hosts.allow(&Uri::from_static("/metrics"), &HeaderMap::new()),
+            "no Host at all"
+        );
     }
 }

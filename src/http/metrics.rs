@@ -153,10 +153,23 @@ fn tool_label(name: &str) -> &'static str {
     }
 }
 
+/// Whether a downstream `(server, tool)` is hidden from the caller scraping `/metrics`
+/// (toolRules with `callers`): its counters are left out of that caller's answer.
+pub type Hidden<'a> = &'a (dyn Fn(&str, &str) -> bool + Sync);
+
 /// The team face's metric families and their registry.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
+    families: Families,
+    /// One scrape at a time brings the counters up to date (each adds what is new).
+    refreshing: Mutex<()>,
+    engine: Engine,
+}
+
+/// Every family (a clone shares the counts).
+#[derive(Debug, Clone)]
+struct Families {
     requests: Family<RequestLabels, Counter>,
     duration: Family<RequestLabels, Histogram>,
     search: Histogram,
@@ -165,9 +178,6 @@ pub struct Metrics {
     /// show), brought up to date at each scrape.
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<ToolLabels, Counter<f64, AtomicU64>>,
-    /// One scrape at a time brings the counters up to date (each adds what is new).
-    refreshing: Mutex<()>,
-    engine: Engine,
 }
 
 /// Request latencies from 1 ms to about 65 s.
@@ -175,56 +185,83 @@ fn latency_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.001, 2.0, 17)
 }
 
-impl Metrics {
-    #[must_use]
-    pub fn new(engine: Engine) -> Arc<Self> {
+/// The call totals of the engine's statistics, by their labels.
+type CallTotals = (HashMap<CallLabels, u64>, HashMap<ToolLabels, f64>);
+
+impl Families {
+    fn new() -> Self {
+        Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor((|| Histogram::new(latency_buckets())) as fn() -> Histogram),
+            search: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
+            servers: Family::default(),
+            calls: Family::default(),
+            call_seconds: Family::default(),
+        }
+    }
+
+    /// A registry of these families.
+    fn registry(&self) -> Registry {
         let mut registry = Registry::default();
-        let requests = Family::<RequestLabels, Counter>::default();
-        let duration = Family::<RequestLabels, Histogram>::new_with_constructor(
-            (|| Histogram::new(latency_buckets())) as fn() -> Histogram,
-        );
-        let search = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
-        let servers = Family::<ServerLabels, Gauge>::default();
-        let calls = Family::<CallLabels, Counter>::default();
-        let call_seconds = Family::<ToolLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "discovery_downstream_calls",
             "Tool calls (execute_tool and tools shown directly) by server, tool and outcome: ok, tool_error, or the error code the gateway answered",
-            calls.clone(),
+            self.calls.clone(),
         );
         registry.register(
             "discovery_downstream_call_duration_seconds",
             "Time spent in downstream tool calls, by server and tool (with the calls, the mean)",
-            call_seconds.clone(),
+            self.call_seconds.clone(),
         );
         registry.register(
             "mcp_server_requests",
             "MCP requests served over HTTP, by method, tool and outcome",
-            requests.clone(),
+            self.requests.clone(),
         );
         registry.register(
             "mcp_server_operation_duration_seconds",
             "Time from an MCP request's arrival to the end of its answer",
-            duration.clone(),
+            self.duration.clone(),
         );
         registry.register(
             "discovery_search_duration_seconds",
             "Time to answer search_tools",
-            search.clone(),
+            self.search.clone(),
         );
         registry.register(
             "discovery_server_status",
             "1 for each configured server's current state",
-            servers.clone(),
+            self.servers.clone(),
         );
+        registry
+    }
+
+    /// Bring the call counters up to `totals`: each counter gets what it lacks (the
+    /// statistics only grow while the engine lives).
+    fn raise_calls(&self, (calls, seconds): CallTotals) {
+        for (labels, count) in calls {
+            let counter = self.calls.get_or_create(&labels);
+            if let Some(missing) = count.checked_sub(counter.get()).filter(|n| *n > 0) {
+                counter.inc_by(missing);
+            }
+        }
+        for (labels, total) in seconds {
+            let counter = self.call_seconds.get_or_create(&labels);
+            let missing = total - counter.get();
+            if missing > 0.0 {
+                counter.inc_by(missing);
+            }
+        }
+    }
+}
+
+impl Metrics {
+    #[must_use]
+    pub fn new(engine: Engine) -> Arc<Self> {
+        let families = Families::new();
         Arc::new(Self {
-            registry,
-            requests,
-            duration,
-            search,
-            servers,
-            calls,
-            call_seconds,
+            registry: families.registry(),
+            families,
             refreshing: Mutex::new(()),
             engine,
         })
@@ -237,21 +274,25 @@ impl Metrics {
             gen_ai_tool_name: operation.tool,
             outcome,
         };
-        self.requests.get_or_create(&labels).inc();
-        self.duration.get_or_create(&labels).observe(elapsed.as_secs_f64());
+        self.families.requests.get_or_create(&labels).inc();
+        self.families
+            .duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
         if operation.tool == "search_tools" && outcome != Outcome::rejected {
-            self.search.observe(elapsed.as_secs_f64());
+            self.families.search.observe(elapsed.as_secs_f64());
         }
     }
 
     /// Read what is only known at scrape time (server states, the engine's call statistics).
     fn refresh(&self) {
         let _one_at_a_time = self.refreshing.lock().unwrap_or_else(PoisonError::into_inner);
-        self.refresh_calls();
-        self.servers.clear();
+        self.families.raise_calls(self.call_totals());
+        let servers = &self.families.servers;
+        servers.clear();
         for server in self.engine.server_statuses() {
             let state = state_label(server.status);
-            self.servers
+            servers
                 .get_or_create(&ServerLabels {
                     server: server.name,
                     state,
@@ -260,10 +301,9 @@ impl Metrics {
         }
     }
 
-    /// Bring the call counters up to the engine's statistics: each counter gets what it lacks
-    /// (the statistics only grow while the engine lives). Calls of a server or tool that does
-    /// not exist are counted under `(unknown)`: those names are whatever a client typed.
-    fn refresh_calls(&self) {
+    /// The engine's call statistics by their labels. Calls of a server or tool that does not
+    /// exist are counted under `(unknown)`: those names are whatever a client typed.
+    fn call_totals(&self) -> CallTotals {
         let mut calls: HashMap<CallLabels, u64> = HashMap::new();
         let mut seconds: HashMap<ToolLabels, f64> = HashMap::new();
         for tool in self.engine.stats(None).tools {
@@ -287,36 +327,47 @@ impl Metrics {
             }
             *seconds.entry(labels_for(&known, "")).or_default() += tool.total_ms / 1000.0;
         }
-        for (labels, count) in calls {
-            let counter = self.calls.get_or_create(&labels);
-            if let Some(missing) = count.checked_sub(counter.get()).filter(|n| *n > 0) {
-                counter.inc_by(missing);
-            }
-        }
-        for (labels, total) in seconds {
-            let counter = self.call_seconds.get_or_create(&labels);
-            let missing = total - counter.get();
-            if missing > 0.0 {
-                counter.inc_by(missing);
-            }
-        }
+        (calls, seconds)
     }
 
-    /// The `OpenMetrics` text of every family.
+    /// The `OpenMetrics` text of every family; without the calls of tools `hidden` from the
+    /// caller scraping, when some are (a caller must not learn of a tool hidden from them
+    /// through what others called).
     #[must_use]
-    pub fn openmetrics(&self) -> String {
+    pub fn openmetrics(&self, hidden: Option<Hidden<'_>>) -> String {
         self.refresh();
         let mut text = String::new();
         // Writing to a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        let _ = match hidden {
+            None => prometheus_client::encoding::text::encode(&mut text, &self.registry),
+            Some(hidden) => {
+                let visible = self.without(hidden);
+                prometheus_client::encoding::text::encode(&mut text, &visible.registry())
+            }
+        };
         text
+    }
+
+    /// The families as they are, but for call counters of their own that leave out the tools
+    /// `hidden` says.
+    fn without(&self, hidden: Hidden<'_>) -> Families {
+        let visible = Families {
+            calls: Family::default(),
+            call_seconds: Family::default(),
+            ..self.families.clone()
+        };
+        let (mut calls, mut seconds) = self.call_totals();
+        calls.retain(|labels, _| !hidden(&labels.server, &labels.tool));
+        seconds.retain(|labels, _| !hidden(&labels.server, &labels.tool));
+        visible.raise_calls((calls, seconds));
+        visible
     }
 
     /// The Prometheus text format (0.0.4) of every family: what a scraper that does not ask
     /// for `OpenMetrics` gets.
     #[must_use]
-    pub fn prometheus(&self) -> String {
-        to_prometheus_text(&self.openmetrics())
+    pub fn prometheus(&self, hidden: Option<Hidden<'_>>) -> String {
+        to_prometheus_text(&self.openmetrics(hidden))
     }
 }
 

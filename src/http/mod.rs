@@ -38,7 +38,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -46,6 +46,7 @@ use tokio_util::sync::CancellationToken;
 pub use guard::BindError;
 pub use metrics::Metrics;
 
+use crate::caller::Caller;
 use crate::config::HttpSpec;
 use crate::engine::{Engine, ServerStatus};
 use crate::gateway::{Gateway, MAX_REQUEST_BYTES};
@@ -60,6 +61,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// downstream call) is cancelled. A comment is a few bytes a second per call in flight.
 const SSE_PING: Duration = Duration::from_secs(1);
 
+/// The most bytes of request line and headers read (431 past it). A token is at most 16 KiB
+/// (`auth`); hyper would otherwise buffer ~400 KiB of unfinished headers per connection, for
+/// anyone who connects, before any token is looked at.
+const MAX_HEADER_BYTES: usize = 64 * 1024;
+
 /// How long the server waits for connections to close after calls in flight were cut.
 const CUT_GRACE: Duration = Duration::from_secs(2);
 
@@ -72,6 +78,7 @@ pub struct Bound {
     address: SocketAddr,
     /// The access-token check of `/mcp`, when `discovery.http.auth` is set.
     auth: Option<Authenticator>,
+    timeouts: Timeouts,
 }
 
 /// Resolve and bind `listen` (the command line's address, else `discovery.http.listen`, else
@@ -112,6 +119,7 @@ pub async fn bind(engine: &Engine, listen: Option<&str>) -> Result<Bound, BindEr
         listener,
         address,
         auth,
+        timeouts: Timeouts::default(),
     })
 }
 
@@ -127,37 +135,71 @@ impl Bound {
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), BindError> {
         self.engine.start();
         let face = Face::new(&self.engine, &self.spec, self.address)?;
-        let app = router(&face, self.auth.as_ref());
-        let draining = face.draining.clone();
-        let stopping = CancellationToken::new();
-        let stop = stopping.clone();
+        let app = router(&face, self.auth.as_ref(), self.timeouts.body_idle);
+        let connections = hyper_util::server::graceful::GracefulShutdown::new();
         // Answers go out in several small writes (headers, each SSE event, the end): without
         // TCP_NODELAY, Nagle's algorithm holds each behind the client's delayed ACK (~40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
+        let mut listener = axum::serve::ListenerExt::tap_io(self.listener, |tcp| {
             if let Err(error) = tcp.set_nodelay(true) {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("draining: no new connections; calls in flight may finish");
-            draining.store(true, Ordering::Release);
-            stop.cancel();
-        });
-        let mut server = std::pin::pin!(std::future::IntoFuture::into_future(server));
-        let deadline = self.spec.drain_timeout();
-        tokio::select! {
-            result = &mut server => return result.map_err(|source| BindError::Listen { address: self.address, source }),
-            () = async { stopping.cancelled().await; tokio::time::sleep(deadline).await } => {
-                tracing::warn!("calls still running {deadline:?} after the stop request are cut");
-                face.cut.cancel();
-            }
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            // axum's listener waits out accept errors (1 s on EMFILE) instead of failing.
+            let (tcp, _) = tokio::select! {
+                accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+                () = &mut shutdown => break,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(self.timeouts.headers)
+                .max_header_size(MAX_HEADER_BYTES)
+                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let connection = connections.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::trace!(%error, "connection ended with an error");
+                }
+            });
         }
-        if tokio::time::timeout(CUT_GRACE, &mut server).await.is_err() {
+        tracing::info!("draining: no new connections; calls in flight may finish");
+        face.draining.store(true, Ordering::Release);
+        drop(listener);
+        let deadline = self.spec.drain_timeout();
+        let mut closed = std::pin::pin!(connections.shutdown());
+        if tokio::time::timeout(deadline, &mut closed).await.is_ok() {
+            return Ok(());
+        }
+        tracing::warn!("calls still running {deadline:?} after the stop request are cut");
+        face.cut.cancel();
+        if tokio::time::timeout(CUT_GRACE, &mut closed).await.is_err() {
             tracing::warn!("connections still open {CUT_GRACE:?} after calls were cut are dropped");
             face.mcp_stop.cancel();
         }
         Ok(())
+    }
+}
+
+/// How long a client may take over its request before its connection is closed.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    /// To send a request's headers (and, on a kept-alive connection, the next request's):
+    /// a client that opens connections and sends nothing, or a byte now and then
+    /// (slowloris), would otherwise hold them, and their file descriptors, for ever.
+    headers: Duration,
+    /// Between two pieces of a request's body: a body that stops coming holds its connection
+    /// and up to 16 MiB read so far.
+    body_idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            headers: Duration::from_secs(30),
+            body_idle: Duration::from_secs(30),
+        }
     }
 }
 
@@ -176,18 +218,21 @@ struct Face {
     cut: CancellationToken,
     /// rmcp's own stop: ends whatever stream is still open after the cut.
     mcp_stop: CancellationToken,
+    /// The `Host` allow-list rmcp applies to `/mcp`, for `/metrics` without auth.
+    hosts: guard::Hosts,
 }
 
 impl Face {
     fn new(engine: &Engine, spec: &HttpSpec, bound: SocketAddr) -> Result<Self, BindError> {
         let (cut, mcp_stop) = (CancellationToken::new(), CancellationToken::new());
         let sessions = spec.legacy_sessions.then(sessions::Sessions::new);
+        let hosts = guard::allowed_hosts(spec, bound)?;
         let config = StreamableHttpServerConfig::default()
             // Sessionless for every protocol version unless `legacySessions` is on: no
             // per-client state, any replica answers. 2026-07-28 is sessionless either way.
             .with_legacy_session_mode(sessions.is_some())
             .with_sse_keep_alive(Some(SSE_PING))
-            .with_allowed_hosts(guard::allowed_hosts(spec, bound)?)
+            .with_allowed_hosts(hosts.clone())
             .with_allowed_origins(guard::allowed_origins(spec, bound)?)
             .enforce_origin_validation()
             .with_max_request_body_bytes(MAX_REQUEST_BYTES)
@@ -203,6 +248,7 @@ impl Face {
             draining: Arc::default(),
             cut,
             mcp_stop,
+            hosts: guard::Hosts::new(&hosts),
         })
     }
 }
@@ -210,11 +256,12 @@ impl Face {
 /// The routes. Authentication wraps `/mcp` alone: a layer that checks the request and inserts
 /// the caller's `crate::caller::Caller` into its extensions (the gateway reads it from
 /// `http::request::Parts`); health, readiness, metrics and the resource metadata stay open.
-fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
+fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Router {
     let observer = observe::Observer {
         metrics: face.metrics.clone(),
         in_flight: Arc::default(),
         cut: face.cut.clone(),
+        body_idle,
     };
     let mut mcp = Router::new().route_service("/mcp", face.mcp.clone());
     if let Some(sessions) = &face.sessions {
@@ -225,7 +272,9 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
     // Outside `observe`, which reads the `Caller` it inserts (to match a cancellation to its
     // caller's request). Requests it refuses are not counted by `observe`.
     // `/metrics` names every server and tool called, whoever called it: with auth, a scraper
-    // authenticates as a client does (Prometheus' `authorization` setting); probes stay open.
+    // authenticates as a client does (Prometheus' `authorization` setting) and is not shown
+    // the calls of tools hidden from it; without auth (loopback only), the Host allow-list
+    // keeps a page that rebound its name to 127.0.0.1 from reading it. Probes stay open.
     let metrics = Router::new()
         .route("/metrics", get(metrics_text))
         .with_state(face.clone());
@@ -234,7 +283,13 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
             mcp.layer(auth.layer()).merge(auth.metadata_router()),
             metrics.layer(auth.layer()),
         ),
-        None => (mcp, metrics),
+        None => (
+            mcp,
+            metrics.layer(axum::middleware::from_fn_with_state(
+                face.hosts.clone(),
+                guard::check_host,
+            )),
+        ),
     };
     Router::new()
         .route("/healthz", get(healthz))
@@ -274,26 +329,125 @@ async fn readyz(State(face): State<Face>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// `OpenMetrics` for a scraper that asks for it, the Prometheus text format otherwise.
-async fn metrics_text(State(face): State<Face>, headers: HeaderMap) -> Response {
+/// `OpenMetrics` for a scraper that asks for it, the Prometheus text format otherwise; the
+/// calls of tools hidden from the (authenticated) caller left out.
+async fn metrics_text(State(face): State<Face>, caller: Option<Extension<Caller>>, headers: HeaderMap) -> Response {
     let openmetrics = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let hidden = caller.and_then(|Extension(caller)| face.engine.hidden_from(&caller));
+    let hidden = hidden.as_ref().map(|h| h as metrics::Hidden<'_>);
     if openmetrics {
         (
             [(
                 header::CONTENT_TYPE,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
             )],
-            face.metrics.openmetrics(),
+            face.metrics.openmetrics(hidden),
         )
             .into_response()
     } else {
         (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
-            face.metrics.prometheus(),
+            face.metrics.prometheus(hidden),
         )
             .into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use futures::FutureExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    use super::*;
+    use crate::search::IndexedCatalog;
+
+    /// A face over an empty engine on a free loopback port, with `timeouts`; stops with the
+    /// returned token.
+    async fn serving(timeouts: Timeouts) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+        let engine = Engine::from_catalog(IndexedCatalog::default());
+        let mut bound = bind(&engine, Some("127.0.0.1:0")).await.unwrap();
+        bound.timeouts = timeouts;
+        let address = bound.address();
+        let stop = CancellationToken::new();
+        let serving = tokio::spawn(
+            bound
+                .serve(stop.clone().cancelled_owned())
+                .map(|served| served.unwrap()),
+        );
+        (address, stop, serving)
+    }
+
+    /// Everything the server sends on a connection that wrote `request`, until it closes it
+    /// (or resets it: a server that closes with bytes unread resets the connection); `None`
+    /// when 10 s pass and the connection is still open.
+    async fn answer_to(address: SocketAddr, request: &[u8]) -> Option<String> {
+        let mut tcp = TcpStream::connect(address).await.unwrap();
+        let _ = tcp.write_all(request).await;
+        let mut answer = Vec::new();
+        // Bytes read before a reset stay in `answer`.
+        let _ = tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
+            .await
+            .ok()?;
+        Some(String::from_utf8_lossy(&answer).into_owned())
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stalls_or_oversizes_its_request_is_cut_off_and_others_are_served() {
+        let short = Timeouts {
+            headers: Duration::from_millis(300),
+            body_idle: Duration::from_millis(300),
+        };
+        let (address, stop, serving) = serving(short).await;
+        let stalled_body = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{{\"jsonrpc\""
+        );
+        let health = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        let announced_too_large = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 100000000\r\n\
+             Expect: 100-continue\r\n\r\n"
+        );
+        let padding = format!("X-Padding: {}\r\n", "x".repeat(8_000)).repeat(12);
+        let oversized = format!("GET /healthz HTTP/1.1\r\nHost: {address}\r\n{padding}\r\n");
+        let started = Instant::now();
+        let (silent, slow_headers, slow_body, healthy, too_large, announced) = tokio::join!(
+            // Connects and sends nothing.
+            answer_to(address, b""),
+            // Slowloris: a request line and a header, then nothing.
+            answer_to(address, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"),
+            // A body announced at 1,000 bytes that stops after 10.
+            answer_to(address, stalled_body.as_bytes()),
+            answer_to(address, health.as_bytes()),
+            // 96 KiB of headers: refused before they are all buffered.
+            answer_to(address, oversized.as_bytes()),
+            // 100 MB announced: 413 at once, without `100 Continue` or waiting for the body.
+            answer_to(address, announced_too_large.as_bytes()),
+        );
+        let announced = announced.expect("a body announced too large: refused and closed");
+        assert!(announced.starts_with("HTTP/1.1 413"), "{announced}");
+        // 431, unless the close reset the connection before the client read it: never served.
+        let too_large = too_large.expect("oversized headers: refused and closed");
+        assert!(
+            too_large.is_empty() || too_large.starts_with("HTTP/1.1 431"),
+            "{too_large}"
+        );
+        assert_eq!(silent.as_deref(), Some(""), "a silent connection is closed");
+        assert_eq!(slow_headers.as_deref(), Some(""), "unfinished headers: closed");
+        let slow_body = slow_body.expect("a stalled body: answered and closed");
+        assert!(slow_body.starts_with("HTTP/1.1 408"), "{slow_body}");
+        assert!(healthy.unwrap().starts_with("HTTP/1.1 200"));
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "cut by the timeouts, not the test's bound"
+        );
+        stop.cancel();
+        serving.await.unwrap();
     }
 }

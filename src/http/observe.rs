@@ -6,13 +6,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
 use http_body::Frame;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -32,6 +33,8 @@ pub struct Observer {
     pub in_flight: Arc<InFlight>,
     /// Cancelled when the drain deadline passes.
     pub cut: CancellationToken,
+    /// The longest wait for the next piece of a request body (408 past it).
+    pub body_idle: Duration,
 }
 
 /// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), apply a
@@ -41,52 +44,38 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
         metrics,
         in_flight,
         cut,
+        body_idle,
     } = observer;
     let start = Instant::now();
     let (parts, body) = request.into_parts();
-    let bytes = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
+    let bytes = match read_body(body, body_idle).await {
+        Ok(bytes) => bytes,
+        Err(refusal) => {
             let operation = Operation {
                 method: "other",
                 tool: "",
             };
             metrics.record(operation, Outcome::rejected, start.elapsed());
-            return if error.is::<LengthLimitError>() {
-                (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!(
-                        "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
-                         send large inputs as a file or resource the tool reads"
-                    ),
-                )
-                    .into_response()
-            } else {
-                (
-                    StatusCode::BAD_REQUEST,
-                    "Bad Request: the request body could not be read",
-                )
-                    .into_response()
-            };
+            return refusal;
         }
     };
     let operation = Operation::of(&bytes);
     let ids = Ids::of(&bytes);
-    let caller = parts
-        .extensions
-        .get::<crate::caller::Caller>()
-        .map_or_else(|| crate::caller::Caller::local().label(), crate::caller::Caller::label);
-    if let Some(target) = ids.cancels {
-        if in_flight.cancel(caller.clone(), target) {
-            tracing::debug!("a request was cancelled by its client");
-        }
-    }
+    let caller = super::cancel::whose(parts.extensions.get::<crate::caller::Caller>());
     let id = ids.id.clone();
-    let registration = ids.id.and_then(|id| in_flight.register(caller, id));
+    let registration = ids.id.and_then(|id| in_flight.register(caller.clone(), id));
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     if !response.status().is_success() {
         metrics.record(operation, Outcome::rejected, start.elapsed());
         return response;
+    }
+    // Only once rmcp accepted the notification: its Host, Origin and header checks come after
+    // this middleware, and a page on another origin (or behind DNS rebinding) must not end the
+    // user's calls with a request that is refused.
+    if let Some(target) = ids.cancels {
+        if in_flight.cancel(caller, target) {
+            tracing::debug!("a request was cancelled by its client");
+        }
     }
     let sse = response
         .headers()
@@ -117,6 +106,61 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
             watch: Some(watch),
         }),
     )
+}
+
+/// The request body, at most [`MAX_REQUEST_BYTES`], each piece within `idle` of the one
+/// before; else the answer that refuses it (413, 408, 400).
+async fn read_body(body: Body, idle: Duration) -> Result<Bytes, Response> {
+    let too_large = || {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "Payload Too Large: a request may have at most {MAX_REQUEST_BYTES} bytes; \
+                 send large inputs as a file or resource the tool reads"
+            ),
+        )
+            .into_response()
+    };
+    // A Content-Length past the limit is refused before any of the body is read (nor is a
+    // client that asked `Expect: 100-continue` told to send it).
+    if body.size_hint().lower() > MAX_REQUEST_BYTES as u64 {
+        return Err(too_large());
+    }
+    let mut body = Limited::new(body, MAX_REQUEST_BYTES);
+    let mut bytes = BytesMut::new();
+    loop {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(None) => return Ok(bytes.freeze()),
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    bytes.extend_from_slice(data);
+                }
+            }
+            Ok(Some(Err(error))) if error.is::<LengthLimitError>() => return Err(too_large()),
+            Ok(Some(Err(_))) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: the request body could not be read",
+                )
+                    .into_response());
+            }
+            Err(_) => {
+                tracing::debug!("a request body stopped coming; its connection is closed");
+                let mut refusal = (
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "Request Timeout: the request body stopped coming for {} s",
+                        idle.as_secs_f64()
+                    ),
+                )
+                    .into_response();
+                refusal
+                    .headers_mut()
+                    .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+                return Err(refusal);
+            }
+        }
+    }
 }
 
 /// The last event of an answer stream cut at the drain deadline: an error for its request, so

@@ -11,6 +11,12 @@ use super::{search, tokenize, Query, View};
 
 const MAX_SUGGESTIONS: usize = 3;
 
+/// The longest name (in bytes) suggestions are looked for: four times MCP's 128-character
+/// limit on tool names. A longer one is no typo of any tool, and comparing it costs time in
+/// its length times every name's — a client sending a 16 MiB "tool name" held the runtime
+/// for minutes.
+const MAX_WANTED_BYTES: usize = 512;
+
 /// Levenshtein distance over chars.
 #[must_use]
 pub fn edit_distance(a: &str, b: &str) -> usize {
@@ -68,6 +74,9 @@ fn by_shared_words<'a>(wanted: &str, candidates: impl Iterator<Item = (&'a str, 
 /// of `view` may know of.
 #[must_use]
 pub fn suggest_tools(catalog: &IndexedCatalog, view: Option<&View>, server: &str, tool: &str) -> Vec<String> {
+    if tool.len() > MAX_WANTED_BYTES {
+        return Vec::new();
+    }
     let spelled_here = by_spelling(
         tool,
         catalog.visible_tools(view, server).map(|(_, e, _)| (e.name(), e.id())),
@@ -108,6 +117,9 @@ pub fn suggest_tools(catalog: &IndexedCatalog, view: Option<&View>, server: &str
 /// Server names close to `server`: near spellings, then names sharing a word.
 #[must_use]
 pub fn suggest_servers<'a>(names: impl Iterator<Item = &'a str>, server: &str) -> Vec<String> {
+    if server.len() > MAX_WANTED_BYTES {
+        return Vec::new();
+    }
     let names: Vec<&str> = names.collect();
     let mut suggestions = by_spelling(server, names.iter().map(|&n| (n, n.to_owned())));
     for name in by_shared_words(server, names.iter().map(|&n| (n, n.to_owned()))) {
@@ -180,6 +192,18 @@ mod tests {
         assert_eq!(s, ["weather:get_forecast"]);
         let s = suggest_tools(&catalog, None, "jira", "discard_ticket");
         assert_eq!(s[0], "jira:create_ticket");
+    }
+
+    #[test]
+    fn a_name_longer_than_any_tool_name_gets_no_suggestion_and_costs_no_comparison() {
+        // It contains `create_issue`, which would suggest it; 100,000 bytes is no typo.
+        let huge = format!("create_issue{}", "x".repeat(100_000));
+        assert!(suggest_tools(&catalog(), None, "github", &huge).is_empty());
+        assert!(suggest_servers(["github", "jira"].into_iter(), &format!("github{huge}")).is_empty());
+        assert_eq!(
+            suggest_tools(&catalog(), None, "github", "create_issue_x")[0],
+            "github:create_issue"
+        );
     }
 
     #[test]

@@ -14,9 +14,9 @@ use super::denied::Problem;
 use super::jwks::{KeyMiss, KeySet};
 use crate::caller::Caller;
 
-/// The longest `sub`, group or scope kept; longer is not an identity a rule can name.
+/// The longest `sub` or scope kept; longer is not an identity a rule can name.
 const MAX_CLAIM_CHARS: usize = 256;
-/// The most groups or scopes kept from one token.
+/// The most scopes kept from one token.
 const MAX_CLAIM_ITEMS: usize = 256;
 
 /// One trusted issuer, compiled from its `IssuerSpec`.
@@ -127,14 +127,16 @@ fn caller_of(issuer: &Issuer, claims: &Map<String, Value>) -> Result<Caller, Pro
         .ok_or(Problem::InvalidToken(
             "the token's subject (`sub`) is not a string of at most 256 characters",
         ))?;
-    // A group name may hold spaces ("Team Admins"): a string claim is one group.
+    // A group name may hold spaces ("Team Admins"): a string claim is one group. Every group
+    // is kept, however many or long (the token's 16 KiB bound them): dropping one could drop
+    // the very group a rule excludes (`groups: ["!contractors", "*"]`) and let its member in.
     let groups = claim_path(claims, &issuer.groups_claim).map_or_else(Vec::new, |v| strings(v, false));
     // RFC 9068 writes scopes in `scope`; Entra ID and Okta in `scp`. A string holds them
-    // space-separated, an array one each.
+    // space-separated, an array one each. Bounded: a scope dropped only refuses more.
     let scopes = claims
         .get("scope")
         .or_else(|| claims.get("scp"))
-        .map_or_else(Vec::new, |v| strings(v, true));
+        .map_or_else(Vec::new, |v| bounded(strings(v, true)));
     Ok(Caller {
         issuer: Some(issuer.id.clone()),
         subject: Some(subject.to_owned()),
@@ -158,7 +160,7 @@ fn claim_path<'c>(claims: &'c Map<String, Value>, name: &str) -> Option<&'c Valu
 }
 
 /// A claim's strings: a string (space-separated items when `split`), or an array of strings
-/// (other items skipped), bounded in count and length.
+/// (other items skipped); empty ones skipped.
 fn strings(value: &Value, split: bool) -> Vec<String> {
     let items: Vec<&str> = match value {
         Value::String(text) if split => text.split_whitespace().collect(),
@@ -166,10 +168,14 @@ fn strings(value: &Value, split: bool) -> Vec<String> {
         Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     };
+    items.into_iter().filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+/// `items` bounded in count and length.
+fn bounded(items: Vec<String>) -> Vec<String> {
     items
         .into_iter()
-        .filter(|s| !s.is_empty() && s.chars().count() <= MAX_CLAIM_CHARS)
+        .filter(|s| s.chars().count() <= MAX_CLAIM_CHARS)
         .take(MAX_CLAIM_ITEMS)
-        .map(str::to_owned)
         .collect()
 }

@@ -536,6 +536,14 @@ async fn groups_come_from_the_configured_claim_a_string_an_array_or_a_nested_pat
         ),
         ("roles", json!({}), json!([])),
     ];
+    // Every group, however many or long: a rule `groups: ["!contractors", "*"]` must still see
+    // `contractors` at the end of a long list (once the first 256 were kept, and it was not).
+    let mut many: Vec<String> = (0..300).map(|i| format!("team-{i}")).collect();
+    many.push("x".repeat(300));
+    many.push("contractors".to_owned());
+    let cases = cases
+        .into_iter()
+        .chain([("groups", json!({ "groups": many }), json!(many))]);
     for (claim, extra, groups) in cases {
         let auth = authenticator(IssuerSpec {
             groups_claim: claim.to_owned(),
