@@ -18,6 +18,7 @@ mod load;
 pub mod locate;
 mod schema;
 pub mod sources;
+mod telemetry;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
+pub use telemetry::TelemetrySpec;
 
 /// Default per-call timeout (DESIGN §6).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -97,6 +99,10 @@ pub struct DiscoverySection {
     /// `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time.
     #[serde(default, skip_serializing_if = "is_default")]
     pub http: HttpSpec,
+    /// OpenTelemetry traces over OTLP/HTTP, and `traceparent` passed to downstream servers in
+    /// `_meta`: off unless `endpoint` is set.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub telemetry: TelemetrySpec,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -119,6 +125,7 @@ impl Default for DiscoverySection {
             search: SearchSpec::default(),
             registry: None,
             http: HttpSpec::default(),
+            telemetry: TelemetrySpec::default(),
         }
     }
 }
@@ -789,6 +796,15 @@ impl Config {
                 *url = crate::secrets::redact_url(url);
             }
         }
+        let telemetry = &mut section.telemetry;
+        for value in telemetry.headers.values_mut() {
+            if !crate::secrets::is_single_reference(value) {
+                crate::secrets::MASK.clone_into(value);
+            }
+        }
+        if let Some(endpoint) = &mut telemetry.endpoint {
+            *endpoint = crate::secrets::redact_url(endpoint);
+        }
         let mut shown = serde_json::json!({ "discovery": section });
         // Anything else that quotes a secret already registered (a description, a `cwd`).
         crate::secrets::scrub_json(&mut shown);
@@ -817,6 +833,7 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
     if section.max_result_bytes == Some(0) {
         return Err(err("discovery.maxResultBytes".into(), "must be greater than 0".into()));
     }
+    section.telemetry.check().map_err(|(path, reason)| err(path, reason))?;
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
         let at = format!("discovery.servers[{i}]");

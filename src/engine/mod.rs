@@ -194,6 +194,17 @@ impl Engine {
             .clone()
     }
 
+    /// The tracer of `discovery.telemetry`, when traces are on (the HTTP face starts each
+    /// request's server span with it).
+    #[must_use]
+    pub fn tracer(&self) -> Option<crate::telemetry::Tracer> {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .tracer
+            .clone()
+    }
+
     /// `discovery.http` as loaded (the team face reads it once, when it starts serving).
     #[must_use]
     pub fn http(&self) -> crate::config::HttpSpec {

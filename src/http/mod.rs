@@ -205,6 +205,7 @@ fn router(face: &Face, auth: Option<&Authenticator>) -> Router {
         metrics: face.metrics.clone(),
         in_flight: Arc::default(),
         cut: face.cut.clone(),
+        engine: face.engine.clone(),
     };
     let mcp = Router::new()
         .route_service("/mcp", face.mcp.clone())

@@ -67,19 +67,23 @@ impl ExecuteTool {
         caller: &Caller,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult> {
+        let trace = crate::telemetry::CallTrace::of(engine.tracer().as_ref(), context, NAME);
         let options = ExecuteOptions {
             timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(context.ct.clone()),
             progress: progress_to_client(context),
             confirm: crate::gateway::confirm::asker(context),
+            trace: trace.parent(),
         };
         // What the server asks its client during the call (elicitation, sampling) goes to ours,
         // named, checked and bounded (`gateway::forwarded`).
         let forwarder = requests_to_client(context, &self.server, engine.security());
         let _forwarding = crate::upstream::forward_requests(&self.server, forwarder);
-        engine
+        let outcome = engine
             .execute(caller, &self.server, &self.tool, self.arguments, options)
-            .await
+            .await;
+        trace.end(&outcome);
+        outcome
     }
 }
 
