@@ -1210,6 +1210,29 @@ mod tests {
     }
 
     #[test]
+    fn telemetry_headers_and_endpoint_password_are_masked_and_bad_settings_refused() {
+        let config = Config::from_value(
+            json!({ "discovery": { "telemetry": {
+                "endpoint": "https://otel:collector-pass-9f2c@otel.example:4318",
+                "headers": { "x-api-key": "literal-collector-key-1234", "authorization": "${secret:otel}" }
+            } } }),
+            "x",
+        )
+        .unwrap();
+        let shown = config.redacted().to_string();
+        assert!(!shown.contains("literal-collector-key-1234"), "{shown}");
+        assert!(!shown.contains("collector-pass-9f2c"), "{shown}");
+        assert!(shown.contains("\"${secret:otel}\""), "{shown}");
+        let error = Config::from_value(json!({ "discovery": { "telemetry": { "samplingRatio": 2 } } }), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("x: discovery.telemetry.samplingRatio: must be from 0 to 1"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn an_oauth_client_secret_is_masked_and_the_oauth_block_is_checked() {
         let config = Config::from_value(
             json!({ "discovery": { "servers": [{ "name": "a", "connection": {

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 /// The service name spans carry when the config names none.
 pub const DEFAULT_SERVICE_NAME: &str = "anygpt-discovery";
 
-/// `discovery.telemetry`.
+/// `discovery.telemetry`: OpenTelemetry traces over OTLP/HTTP JSON, off unless `endpoint` is
+/// set.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[derive(schemars::JsonSchema)]

@@ -6,7 +6,7 @@
 //! warning at most once a minute. One export is in flight at a time, so a slow collector
 //! costs at most the queue's memory.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ pub(super) struct Queue {
     sender: mpsc::Sender<Finished>,
     waiting: Mutex<Option<(mpsc::Receiver<Finished>, Destination)>>,
     dropped: Arc<AtomicU64>,
+    /// Spans queued and not yet exported (or dropped), for `flush`.
+    pending: Arc<AtomicUsize>,
 }
 
 impl Queue {
@@ -65,15 +67,29 @@ impl Queue {
             sender,
             waiting: Mutex::new(Some((receiver, destination))),
             dropped: Arc::default(),
+            pending: Arc::default(),
         }
     }
 
     /// Queue `span` for export, or drop it when the queue is full. Never waits.
     pub fn push(&self, span: Finished) {
         self.start_exporter();
+        self.pending.fetch_add(1, Ordering::AcqRel);
         if self.sender.try_send(span).is_err() {
+            self.pending.fetch_sub(1, Ordering::AcqRel);
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Wait until every span queued so far was exported (or dropped), at most `limit`.
+    pub async fn flush(&self, limit: Duration) {
+        self.start_exporter();
+        let _ = tokio::time::timeout(limit, async {
+            while self.pending.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
     }
 
     /// Spans dropped so far (queue full or export failed).
@@ -90,14 +106,19 @@ impl Queue {
             return;
         };
         if let Some((receiver, destination)) = waiting.take() {
-            runtime.spawn(export(receiver, destination, self.dropped.clone()));
+            let counts = Counts {
+                dropped: self.dropped.clone(),
+                pending: self.pending.clone(),
+            };
+            runtime.spawn(export(receiver, destination, counts));
         }
     }
 }
 
 /// The exporting task: batches until every sender is gone (the tracer was replaced or the
 /// process ends), then sends what is left.
-async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination, dropped: Arc<AtomicU64>) {
+async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination, counts: Counts) {
+    let Counts { dropped, pending } = counts;
     crate::upstream::install_crypto_provider();
     // The configured collector only: a redirect would take the headers elsewhere.
     let client = match reqwest::Client::builder()
@@ -133,7 +154,10 @@ async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination
         let count = batch.len() as u64;
         let body = encode(&batch, &destination.service_name);
         batch.clear();
-        if let Err(why) = send(&client, &destination, body).await {
+        let sent = send(&client, &destination, body).await;
+        #[allow(clippy::cast_possible_truncation)] // at most BATCH_SPANS
+        pending.fetch_sub(count as usize, Ordering::AcqRel);
+        if let Err(why) = sent {
             dropped.fetch_add(count, Ordering::Relaxed);
             warned.tell(&why, dropped.load(Ordering::Relaxed));
         } else if dropped.load(Ordering::Relaxed) > warned.told {
@@ -143,6 +167,12 @@ async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination
             return;
         }
     }
+}
+
+/// What the exporting task counts, shared with its queue.
+struct Counts {
+    dropped: Arc<AtomicU64>,
+    pending: Arc<AtomicUsize>,
 }
 
 /// Warnings about dropped spans, at most one a minute.

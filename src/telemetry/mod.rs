@@ -165,6 +165,12 @@ impl Tracer {
         self.0.queue.dropped()
     }
 
+    /// Wait until the spans ended so far are exported (or dropped), at most `limit`: the
+    /// last requests before a stop are not lost.
+    pub async fn flush(&self, limit: std::time::Duration) {
+        self.0.queue.flush(limit).await;
+    }
+
     /// Start a span: a child of `parent` (same trace, its sampling decision), else the root of
     /// a new trace sampled by the configured ratio. An unsampled span records nothing, but
     /// still has a context to pass on.
