@@ -205,8 +205,11 @@ test('serve --http: a collector that is down or never answers costs the calls no
       assert.ok(Date.now() - started < 8_000, `20 calls took ${Date.now() - started} ms`);
       await client.close();
       if (endpoint === down) {
-        // The failed export is told once, with what was lost; calls go on.
+        // The failed export is told once, with what was lost, and counted; calls go on.
         await waitFor(() => /traces: the collector could not be reached.*span\(s\) dropped/.test(gateway.stderr()), 10_000);
+        const metrics = await (await fetch(`${gateway.base}/metrics`)).text();
+        const dropped = Number(/^discovery_trace_spans_dropped_total (\d+)/m.exec(metrics)?.[1]);
+        assert.ok(dropped > 0, metrics);
       }
     } finally {
       await stop(gateway);

@@ -165,6 +165,8 @@ pub struct Metrics {
     /// show), brought up to date at each scrape.
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<ToolLabels, Counter<f64, AtomicU64>>,
+    /// Spans the trace exporter dropped (`crate::telemetry`), brought up to date at each scrape.
+    spans_dropped: Counter,
     /// One scrape at a time brings the counters up to date (each adds what is new).
     refreshing: Mutex<()>,
     engine: Engine,
@@ -187,6 +189,12 @@ impl Metrics {
         let servers = Family::<ServerLabels, Gauge>::default();
         let calls = Family::<CallLabels, Counter>::default();
         let call_seconds = Family::<ToolLabels, Counter<f64, AtomicU64>>::default();
+        let spans_dropped = Counter::default();
+        registry.register(
+            "discovery_trace_spans_dropped",
+            "Trace spans dropped because the OTLP collector was slow or down (discovery.telemetry)",
+            spans_dropped.clone(),
+        );
         registry.register(
             "discovery_downstream_calls",
             "Tool calls (execute_tool and tools shown directly) by server, tool and outcome: ok, tool_error, or the error code the gateway answered",
@@ -225,6 +233,7 @@ impl Metrics {
             servers,
             calls,
             call_seconds,
+            spans_dropped,
             refreshing: Mutex::new(()),
             engine,
         })
@@ -248,6 +257,9 @@ impl Metrics {
     fn refresh(&self) {
         let _one_at_a_time = self.refreshing.lock().unwrap_or_else(PoisonError::into_inner);
         self.refresh_calls();
+        let dropped = crate::telemetry::dropped_spans();
+        self.spans_dropped
+            .inc_by(dropped.saturating_sub(self.spans_dropped.get()));
         self.servers.clear();
         for server in self.engine.server_statuses() {
             let state = state_label(server.status);

@@ -27,6 +27,15 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Fewest seconds between two warnings about dropped spans.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
+/// Spans dropped since the process started (queue full, export failed), whatever tracer
+/// dropped them: a reload that replaces the tracer does not reset the count `/metrics` shows.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Spans dropped so far in this process.
+pub(super) fn dropped() -> u64 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
 /// A span that ended, as exported.
 #[derive(Debug)]
 pub(super) struct Finished {
@@ -55,7 +64,6 @@ pub(super) struct Destination {
 pub(super) struct Queue {
     sender: mpsc::Sender<Finished>,
     waiting: Mutex<Option<(mpsc::Receiver<Finished>, Destination)>>,
-    dropped: Arc<AtomicU64>,
     /// Spans queued and not yet exported (or dropped), for `flush`.
     pending: Arc<AtomicUsize>,
 }
@@ -66,7 +74,6 @@ impl Queue {
         Self {
             sender,
             waiting: Mutex::new(Some((receiver, destination))),
-            dropped: Arc::default(),
             pending: Arc::default(),
         }
     }
@@ -77,7 +84,7 @@ impl Queue {
         self.pending.fetch_add(1, Ordering::AcqRel);
         if self.sender.try_send(span).is_err() {
             self.pending.fetch_sub(1, Ordering::AcqRel);
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+            DROPPED.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -92,11 +99,6 @@ impl Queue {
         .await;
     }
 
-    /// Spans dropped so far (queue full or export failed).
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
     fn start_exporter(&self) {
         let mut waiting = self.waiting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if waiting.is_none() {
@@ -106,19 +108,14 @@ impl Queue {
             return;
         };
         if let Some((receiver, destination)) = waiting.take() {
-            let counts = Counts {
-                dropped: self.dropped.clone(),
-                pending: self.pending.clone(),
-            };
-            runtime.spawn(export(receiver, destination, counts));
+            runtime.spawn(export(receiver, destination, self.pending.clone()));
         }
     }
 }
 
 /// The exporting task: batches until every sender is gone (the tracer was replaced or the
 /// process ends), then sends what is left.
-async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination, counts: Counts) {
-    let Counts { dropped, pending } = counts;
+async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination, pending: Arc<AtomicUsize>) {
     crate::upstream::install_crypto_provider();
     // The configured collector only: a redirect would take the headers elsewhere.
     let client = match reqwest::Client::builder()
@@ -158,21 +155,15 @@ async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination
         #[allow(clippy::cast_possible_truncation)] // at most BATCH_SPANS
         pending.fetch_sub(count as usize, Ordering::AcqRel);
         if let Err(why) = sent {
-            dropped.fetch_add(count, Ordering::Relaxed);
-            warned.tell(&why, dropped.load(Ordering::Relaxed));
-        } else if dropped.load(Ordering::Relaxed) > warned.told {
-            warned.tell("the export queue was full", dropped.load(Ordering::Relaxed));
+            DROPPED.fetch_add(count, Ordering::Relaxed);
+            warned.tell(&why, dropped());
+        } else if dropped() > warned.told {
+            warned.tell("the export queue was full", dropped());
         }
         if closed {
             return;
         }
     }
-}
-
-/// What the exporting task counts, shared with its queue.
-struct Counts {
-    dropped: Arc<AtomicU64>,
-    pending: Arc<AtomicUsize>,
 }
 
 /// Warnings about dropped spans, at most one a minute.

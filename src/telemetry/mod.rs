@@ -23,6 +23,13 @@ pub use context::{SpanContext, SpanId, TraceId};
 use crate::config::expand::ExpandError;
 use crate::config::TelemetrySpec;
 
+/// Spans dropped since the process started because the collector was slow or down (the
+/// queue was full, or an export failed).
+#[must_use]
+pub fn dropped_spans() -> u64 {
+    export::dropped()
+}
+
 /// Longest text attribute kept (a longer one is cut).
 const MAX_ATTRIBUTE_CHARS: usize = 256;
 
@@ -157,12 +164,6 @@ impl Tracer {
             Some(tracer) if tracer.0.spec == *spec => Ok(Some(tracer.clone())),
             _ => Self::from_spec(spec),
         }
-    }
-
-    /// Spans dropped so far because the collector was slow or down.
-    #[must_use]
-    pub fn dropped(&self) -> u64 {
-        self.0.queue.dropped()
     }
 
     /// Wait until the spans ended so far are exported (or dropped), at most `limit`: the
