@@ -171,3 +171,93 @@ fn spans_encode_as_otlp_json() {
     // The span was not dropped into a queue with no runtime to send it: nothing counted.
     drop(span);
 }
+
+/// A collector on a loopback port: answers each request 200 and sends its body on.
+async fn collector() -> (String, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (bodies, received) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let bodies = bodies.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut chunk = [0; 8192];
+                loop {
+                    let n = stream.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        let _ = bodies.send(body.to_owned());
+                        let _ = stream
+                            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}")
+                            .await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, received)
+}
+
+#[tokio::test]
+async fn flush_waits_until_the_queued_spans_are_exported() {
+    let (url, mut received) = collector().await;
+    let tracer = tracer(serde_json::json!({ "endpoint": url }));
+    let parent = SpanContext::parse(PARENT, None).unwrap();
+    tracer.server_span("tools/list", "", Some("1"), Some(&parent)).end();
+    tracer.flush(std::time::Duration::from_secs(5)).await;
+    // Exported already: no waiting here for the batch delay.
+    let body = received
+        .try_recv()
+        .expect("flush returned before the span was exported");
+    assert!(body.contains("\"name\":\"tools/list\""), "{body}");
+    assert!(body.contains("\"parentSpanId\":\"b7ad6b7169203331\""), "{body}");
+}
+
+#[tokio::test]
+async fn a_full_queue_drops_and_counts_without_waiting() {
+    // A collector that takes the connection and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let _held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    let tracer = tracer(serde_json::json!({ "endpoint": url }));
+    let before = dropped_spans();
+    let started = std::time::Instant::now();
+    for _ in 0..5000 {
+        tracer.start("x".into(), Kind::Server, None).end();
+    }
+    // Generous: 5000 spans take milliseconds; a push that waited would take the export timeout.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // At most the queue and one batch are held; the rest were dropped and counted.
+    assert!(
+        dropped_spans() - before >= 5000 - 2048 - 512,
+        "{}",
+        dropped_spans() - before
+    );
+}
