@@ -1127,7 +1127,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
+             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry"
         );
     }
 
