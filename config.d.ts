@@ -83,6 +83,11 @@ export interface DiscoveryConfig {
   registry?: string | null
   /** `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time. */
   http?: HttpSpec
+  /**
+   * OpenTelemetry traces over OTLP/HTTP, and `traceparent` passed to downstream servers in
+   * `_meta`: off unless `endpoint` is set.
+   */
+  telemetry?: TelemetrySpec
 }
 
 /**
@@ -358,6 +363,32 @@ export type SourceEntry = SourceType | {
 
 /** A client whose config `sources` can import. */
 export type SourceType = "claude-desktop" | "claude-code" | "cursor" | "vscode" | "windsurf" | "zed" | "docker-mcp" | "custom"
+
+/**
+ * `discovery.telemetry`: OpenTelemetry traces over OTLP/HTTP JSON, off unless `endpoint` is
+ * set.
+ */
+export interface TelemetrySpec {
+  /**
+   * The OTLP/HTTP collector's base URL (`http://otel-collector:4318`): spans are sent as
+   * JSON (`POST`) to `{endpoint}/v1/traces` (a URL already ending in `/v1/traces` is used as it is).
+   * Without it no span is made and no `traceparent` is sent downstream.
+   */
+  endpoint?: string | null
+  /** `service.name` of the spans (default `anygpt-discovery`). */
+  serviceName?: string | null
+  /**
+   * Share of new traces recorded, from 0 to 1 (default 1). A request that arrives with a
+   * `traceparent` follows its caller's sampling decision instead.
+   */
+  samplingRatio?: number | null
+  /**
+   * Sent to the collector with every export (`Authorization`, an API key header). Values
+   * may reference `${ENV_VAR}` or `${secret:NAME}` (stored with `anygpt-discovery secret
+   * set NAME`); kept out of every log and of `config show`.
+   */
+  headers?: Record<string, string>
+}
 
 /** One entry of `toolRules`. */
 export interface ToolRule {

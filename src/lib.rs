@@ -25,6 +25,9 @@
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
 //! secret_store ── named secrets in the OS keychain (or an owner-only file): `${secret:NAME}`
 //! gateway  ── the MCP face exposing the five meta-tools (one handler for stdio and HTTP)
+//! telemetry ── OpenTelemetry traces (off unless configured): W3C trace context in, a server
+//!             span per request, a client span per downstream call (`traceparent` sent in
+//!             `_meta`), batched OTLP/HTTP JSON export that never makes a call wait
 //! http     ── team face: axum routes around the gateway handler (`serve --http`): /mcp
 //!             sessionless, Host/Origin allow-lists, /healthz, /readyz, /metrics, drain;
 //!             no per-client state; `http::auth` checks access tokens (OAuth resource
@@ -66,6 +69,7 @@ pub mod secrets;
 pub(crate) mod setup;
 pub mod shutdown;
 pub mod stats;
+pub mod telemetry;
 pub mod trust;
 pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -222,6 +222,7 @@ pub async fn run(args: &ExecuteArgs, ctx: &Ctx) -> i32 {
         cancel: None,
         progress: args.stream.then(|| stream_sink(ctx)),
         confirm: confirmation(args.yes),
+        trace: None,
     };
     // Boxed: the engine's execute future is large (25 kB) to keep on this stack frame.
     let outcome = ctx

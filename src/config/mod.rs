@@ -18,6 +18,7 @@ mod load;
 pub mod locate;
 mod schema;
 pub mod sources;
+mod telemetry;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -36,6 +37,7 @@ pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
+pub use telemetry::TelemetrySpec;
 
 /// Default per-call timeout (DESIGN §6).
 pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 60_000;
@@ -97,6 +99,10 @@ pub struct DiscoverySection {
     /// `serve --http`: listen address, canonical URL, Host/Origin allow-lists, drain time.
     #[serde(default, skip_serializing_if = "is_default")]
     pub http: HttpSpec,
+    /// OpenTelemetry traces over OTLP/HTTP, and `traceparent` passed to downstream servers in
+    /// `_meta`: off unless `endpoint` is set.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub telemetry: TelemetrySpec,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -119,6 +125,7 @@ impl Default for DiscoverySection {
             search: SearchSpec::default(),
             registry: None,
             http: HttpSpec::default(),
+            telemetry: TelemetrySpec::default(),
         }
     }
 }
@@ -789,6 +796,15 @@ impl Config {
                 *url = crate::secrets::redact_url(url);
             }
         }
+        let telemetry = &mut section.telemetry;
+        for value in telemetry.headers.values_mut() {
+            if !crate::secrets::is_single_reference(value) {
+                crate::secrets::MASK.clone_into(value);
+            }
+        }
+        if let Some(endpoint) = &mut telemetry.endpoint {
+            *endpoint = crate::secrets::redact_url(endpoint);
+        }
         let mut shown = serde_json::json!({ "discovery": section });
         // Anything else that quotes a secret already registered (a description, a `cwd`).
         crate::secrets::scrub_json(&mut shown);
@@ -817,6 +833,7 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
     if section.max_result_bytes == Some(0) {
         return Err(err("discovery.maxResultBytes".into(), "must be greater than 0".into()));
     }
+    section.telemetry.check().map_err(|(path, reason)| err(path, reason))?;
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
         let at = format!("discovery.servers[{i}]");
@@ -1110,7 +1127,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http"
+             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry"
         );
     }
 
@@ -1190,6 +1207,29 @@ mod tests {
         let shown = config.redacted().to_string();
         assert!(!shown.contains("ghp_literal"));
         assert!(shown.contains("${TOKEN}"));
+    }
+
+    #[test]
+    fn telemetry_headers_and_endpoint_password_are_masked_and_bad_settings_refused() {
+        let config = Config::from_value(
+            json!({ "discovery": { "telemetry": {
+                "endpoint": "https://otel:collector-pass-9f2c@otel.example:4318",
+                "headers": { "x-api-key": "literal-collector-key-1234", "authorization": "${secret:otel}" }
+            } } }),
+            "x",
+        )
+        .unwrap();
+        let shown = config.redacted().to_string();
+        assert!(!shown.contains("literal-collector-key-1234"), "{shown}");
+        assert!(!shown.contains("collector-pass-9f2c"), "{shown}");
+        assert!(shown.contains("\"${secret:otel}\""), "{shown}");
+        let error = Config::from_value(json!({ "discovery": { "telemetry": { "samplingRatio": 2 } } }), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("x: discovery.telemetry.samplingRatio: must be from 0 to 1"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -251,6 +251,9 @@ pub struct ExecuteOptions {
     pub progress: Option<ProgressSink>,
     /// Asks the human when a toolRules `confirm` covers the tool; `None`: nobody can be asked.
     pub confirm: Option<crate::confirm::Asker>,
+    /// The trace the call belongs to (the face's server span, or the client's own context):
+    /// the parent of the downstream call's span.
+    pub trace: Option<crate::telemetry::SpanContext>,
 }
 
 impl std::fmt::Debug for ExecuteOptions {
@@ -260,6 +263,7 @@ impl std::fmt::Debug for ExecuteOptions {
             .field("cancel", &self.cancel)
             .field("progress", &self.progress.is_some())
             .field("confirm", &self.confirm.is_some())
+            .field("trace", &self.trace)
             .finish()
     }
 }

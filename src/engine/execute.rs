@@ -81,7 +81,12 @@ impl State {
             ),
             ..options
         };
-        let mut result = call(
+        // The downstream call's span; its `traceparent` goes to the server in `_meta`.
+        let mut span = self
+            .tracer
+            .as_ref()
+            .map(|tracer| tracer.tool_call_span(server, entry.upstream_name(), options.trace.as_ref()));
+        let outcome = call(
             handle,
             (tool, entry.upstream_name()),
             match arguments {
@@ -89,9 +94,19 @@ impl State {
                 _ => None,
             },
             options,
+            span.as_ref().map(crate::telemetry::Span::context),
             &cancel,
         )
-        .await?;
+        .await;
+        if let Some(span) = &mut span {
+            match &outcome {
+                Ok(result) if result.is_error == Some(true) => span.fail("tool_error"),
+                Ok(_) => {}
+                Err(error) => span.fail(error.code().as_str()),
+            }
+        }
+        drop(span);
+        let mut result = outcome?;
         if cap_result(&mut result, self.config.discovery.max_result_bytes()) {
             tracing::warn!(tool = %entry.id(), "result capped at maxResultBytes");
         }
@@ -146,7 +161,8 @@ fn log_call(server: &str, tool: &str, arguments: Option<&Value>) {
     }
 }
 
-/// The downstream call through `handle`, its failures as the engine's errors. `tool` is the
+/// The downstream call through `handle`, its failures as the engine's errors, with `trace`'s
+/// context in its `_meta`. `tool` is the
 /// name the model used (for errors) and the name the server knows (for the call); they
 /// differ only when the server's name held characters the model is not shown.
 async fn call(
@@ -154,12 +170,23 @@ async fn call(
     (tool, upstream_name): (&str, &str),
     arguments: Option<JsonObject>,
     options: ExecuteOptions,
+    trace: Option<&crate::telemetry::SpanContext>,
     cancel: &CancellationToken,
 ) -> Result<CallToolResult> {
     let server = handle.spec.name.as_str();
     let timeout_ms = options.timeout_ms.unwrap_or_else(|| handle.spec.call_timeout_ms());
     let mut params = CallToolRequestParams::new(upstream_name.to_owned());
     params.arguments = arguments;
+    if let Some(trace) = trace {
+        // Where the MCP spec's OpenTelemetry guidance (SEP-414) puts the trace context; rmcp
+        // adds its progress token and protocol keys beside it.
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.set_traceparent(trace.traceparent());
+        if let Some(state) = &trace.trace_state {
+            meta.set_tracestate(state.clone());
+        }
+        params.meta = Some(meta);
+    }
     let call = handle.call(params, Duration::from_millis(timeout_ms), options.progress);
     match or_cancelled(cancel, call).await {
         None => Err(cancelled(server, tool)),

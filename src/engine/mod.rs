@@ -45,6 +45,8 @@ pub use exposed::ExposedTool;
 /// How long a search waits for servers still starting before answering with what it has
 /// (and saying how many are pending). Servers with a snapshot never make it wait.
 const SEARCH_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait at close for the last spans to reach the collector.
+const TRACES_FLUSH: Duration = Duration::from_secs(2);
 /// Default number of search results.
 pub const DEFAULT_SEARCH_LIMIT: usize = 10;
 /// Largest accepted search limit.
@@ -195,6 +197,17 @@ impl Engine {
             .config
             .discovery
             .security
+            .clone()
+    }
+
+    /// The tracer of `discovery.telemetry`, when traces are on (the HTTP face starts each
+    /// request's server span with it).
+    #[must_use]
+    pub fn tracer(&self) -> Option<crate::telemetry::Tracer> {
+        self.state
+            .read()
+            .expect("engine state lock is never poisoned")
+            .tracer
             .clone()
     }
 
@@ -580,10 +593,14 @@ impl Engine {
         Ok(summary)
     }
 
-    /// Close every session and end every downstream process tree.
+    /// Close every session and end every downstream process tree; then send the spans still
+    /// queued (at most [`TRACES_FLUSH`]).
     pub async fn close(&self) {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.upstream.close().await;
+        if let Some(tracer) = &state.tracer {
+            tracer.flush(TRACES_FLUSH).await;
+        }
     }
 }
 

@@ -30,6 +30,16 @@ use super::validate;
 /// Snapshots read ahead of the indexing (parsed tool lists waiting in memory).
 const SNAPSHOTS_AHEAD: usize = 32;
 
+/// The tracer of `config`'s `discovery.telemetry` (the previous one when that did not change).
+/// One that cannot be built (a `${VAR}` unset) leaves traces off with a warning: a tracing
+/// problem never keeps the gateway from serving.
+fn tracer_for(config: &Config, previous: Option<&crate::telemetry::Tracer>) -> Option<crate::telemetry::Tracer> {
+    crate::telemetry::Tracer::reloaded(previous, &config.discovery.telemetry).unwrap_or_else(|error| {
+        tracing::warn!("{}: traces are off: {error}", config.origin);
+        None
+    })
+}
+
 /// One server as the engine holds it.
 pub(super) type Server = Handle<Dial>;
 
@@ -60,6 +70,8 @@ pub(super) struct State {
     pub semantic: Option<Arc<search::semantic::Tier>>,
     /// Told whenever the catalog's tools may have changed (shared across reloads).
     pub tools_changed: Arc<watch::Sender<()>>,
+    /// Traces (`discovery.telemetry`), when on; kept across reloads that do not change it.
+    pub tracer: Option<crate::telemetry::Tracer>,
 }
 
 impl State {
@@ -68,7 +80,7 @@ impl State {
         let dial = Dial::new(config_dir(&config.origin));
         let upstream = Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone());
         let catalog = empty_catalog(&config);
-        Self::assemble(config, upstream, events, catalog, Arc::new(watch::channel(()).0))
+        Self::assemble(config, upstream, events, catalog, Arc::new(watch::channel(()).0), None)
     }
 
     /// The state for `config` that takes over from this one: servers launched the same way
@@ -96,6 +108,7 @@ impl State {
             self.events.clone(),
             catalog,
             self.tools_changed.clone(),
+            self.tracer.as_ref(),
         );
         (next, changes)
     }
@@ -106,6 +119,7 @@ impl State {
         events: Arc<Events>,
         catalog: IndexedCatalog,
         tools_changed: Arc<watch::Sender<()>>,
+        tracer: Option<&crate::telemetry::Tracer>,
     ) -> Self {
         // Secrets are known from the moment a config is, before any server launches or logs;
         // in one batch, so the scrubber's automaton is built once, not once per server. Server
@@ -113,6 +127,7 @@ impl State {
         crate::secrets::declare_names(config.servers().iter().map(|s| s.name.as_str()));
         crate::secrets::register_all(config.servers().iter().map(|s| (s.name.as_str(), s.secret_values())));
         crate::secrets::register_process_environment();
+        let tracer = tracer_for(&config, tracer);
         Self {
             specs: config
                 .servers()
@@ -140,6 +155,7 @@ impl State {
             started: std::sync::Once::new(),
             indexed: watch::channel(false).0,
             tools_changed,
+            tracer,
         }
     }
 

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::meta_tool::error_result;
 use super::to_client::{Channel, Question};
-use super::tools::execute_tool::{progress_to_client, ExecuteTool, Leg};
+use super::tools::execute_tool::{self, progress_to_client, ExecuteTool, Leg};
 use crate::caller::Caller;
 use crate::engine::{Engine, ProgressSink, ProgressUpdate};
 
@@ -142,16 +142,19 @@ impl Rounds {
         let (asks, questions) = mpsc::channel(1);
         let cancel = CancellationToken::new();
         let progress: Arc<Mutex<Option<ProgressSink>>> = Arc::default();
+        // One trace for the whole call, whatever number of rounds it takes.
+        let trace = crate::telemetry::CallTrace::of(engine.tracer().as_ref(), context, execute_tool::NAME);
         let leg = Leg {
             channel: Channel::rounds(context, asks),
             cancel: cancel.clone(),
             progress: Some(progress_into(progress.clone())),
+            trace: trace.parent(),
         };
         let (engine, caller) = (engine.clone(), caller.clone());
         let done = tokio::spawn(async move {
-            call.run(&engine, &caller, leg)
-                .await
-                .unwrap_or_else(|error| error_result(&error))
+            let outcome = call.run(&engine, &caller, leg).await;
+            trace.end(&outcome);
+            outcome.unwrap_or_else(|error| error_result(&error))
         });
         Running {
             questions,

@@ -178,6 +178,8 @@ struct Families {
     /// show), brought up to date at each scrape.
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<ToolLabels, Counter<f64, AtomicU64>>,
+    /// Spans the trace exporter dropped (`crate::telemetry`), brought up to date at each scrape.
+    spans_dropped: Counter,
 }
 
 /// Request latencies from 1 ms to about 65 s.
@@ -197,12 +199,18 @@ impl Families {
             servers: Family::default(),
             calls: Family::default(),
             call_seconds: Family::default(),
+            spans_dropped: Counter::default(),
         }
     }
 
     /// A registry of these families.
     fn registry(&self) -> Registry {
         let mut registry = Registry::default();
+        registry.register(
+            "discovery_trace_spans_dropped",
+            "Trace spans dropped because the OTLP collector was slow or down (discovery.telemetry)",
+            self.spans_dropped.clone(),
+        );
         registry.register(
             "discovery_downstream_calls",
             "Tool calls (execute_tool and tools shown directly) by server, tool and outcome: ok, tool_error, or the error code the gateway answered",
@@ -288,6 +296,9 @@ impl Metrics {
     fn refresh(&self) {
         let _one_at_a_time = self.refreshing.lock().unwrap_or_else(PoisonError::into_inner);
         self.families.raise_calls(self.call_totals());
+        let dropped = crate::telemetry::dropped_spans();
+        let spans_dropped = &self.families.spans_dropped;
+        spans_dropped.inc_by(dropped.saturating_sub(spans_dropped.get()));
         let servers = &self.families.servers;
         servers.clear();
         for server in self.engine.server_statuses() {

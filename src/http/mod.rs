@@ -262,6 +262,7 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
         in_flight: Arc::default(),
         cut: face.cut.clone(),
         body_idle,
+        engine: face.engine.clone(),
     };
     let mut mcp = Router::new().route_service("/mcp", face.mcp.clone());
     if let Some(sessions) = &face.sessions {

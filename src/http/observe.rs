@@ -1,6 +1,7 @@
 //! The middleware in front of `/mcp`: bounds the request body, names the operation for the
 //! metrics, watches the answer stream to learn how the request ended, and ends the answer
-//! stream of a request its caller cancelled (`cancel`).
+//! stream of a request its caller cancelled (`cancel`). With traces on, it also starts each
+//! request's server span (`crate::telemetry`) and leaves its context for the handler.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +36,8 @@ pub struct Observer {
     pub cut: CancellationToken,
     /// The longest wait for the next piece of a request body (408 past it).
     pub body_idle: Duration,
+    /// Asked for its tracer per request, so a reload that turns traces on or off applies.
+    pub engine: crate::engine::Engine,
 }
 
 /// Read the body (at most [`MAX_REQUEST_BYTES`], as on stdio: 413 past it), apply a
@@ -45,9 +48,10 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
         in_flight,
         cut,
         body_idle,
+        engine,
     } = observer;
     let start = Instant::now();
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match read_body(body, body_idle).await {
         Ok(bytes) => bytes,
         Err(refusal) => {
@@ -62,11 +66,22 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
     let operation = Operation::of(&bytes);
     let ids = Ids::of(&bytes);
     let caller = super::cancel::whose(parts.extensions.get::<crate::caller::Caller>());
+    let mut span = engine
+        .tracer()
+        .map(|tracer| server_span(&tracer, &parts, &bytes, operation, ids.id.as_deref()));
+    if let Some(span) = &span {
+        parts
+            .extensions
+            .insert(crate::telemetry::Parent(span.context().clone()));
+    }
     let id = ids.id.clone();
     let registration = ids.id.and_then(|id| in_flight.register(caller.clone(), id));
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     if !response.status().is_success() {
         metrics.record(operation, Outcome::rejected, start.elapsed());
+        if let Some(span) = &mut span {
+            span.fail(response.status().as_str());
+        }
         return response;
     }
     // Only once rmcp accepted the notification: its Host, Origin and header checks come after
@@ -90,6 +105,8 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
         sse,
         event: Vec::new(),
         outcome: None,
+        span,
+        error_code: None,
     };
     Response::from_parts(
         parts,
@@ -163,6 +180,30 @@ async fn read_body(body: Body, idle: Duration) -> Result<Bytes, Response> {
     }
 }
 
+/// The server span of one request to `/mcp`, a child of the trace context the client sent.
+fn server_span(
+    tracer: &crate::telemetry::Tracer,
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+    operation: Operation,
+    request_id: Option<&str>,
+) -> crate::telemetry::Span {
+    let parent = crate::telemetry::inbound(&parts.headers, body);
+    let mut span = tracer.server_span(operation.method, operation.tool, request_id, parent.as_ref());
+    span.set("network.transport", "tcp");
+    span.set("network.protocol.name", "http");
+    // Only a version of the protocol's shape (a date): the header is the client's to write.
+    if let Some(version) = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| v.len() == 10 && v.bytes().all(|b| b.is_ascii_digit() || b == b'-'))
+    {
+        span.set("mcp.protocol.version", version);
+    }
+    span
+}
+
 /// The last event of an answer stream cut at the drain deadline: an error for its request, so
 /// the client learns at once rather than at its own timeout.
 fn cut_event(id: &str) -> Bytes {
@@ -183,6 +224,10 @@ struct Watch {
     event: Vec<u8>,
     /// The outcome of the answer, once seen.
     outcome: Option<Outcome>,
+    /// The request's server span, when traced: ends with the answer.
+    span: Option<crate::telemetry::Span>,
+    /// The JSON-RPC error code of an `error` answer (for the span).
+    error_code: Option<i64>,
 }
 
 impl Watch {
@@ -199,6 +244,9 @@ impl Watch {
             if self.event.ends_with(b"\n\n") || self.event.ends_with(b"\r\n\r\n") {
                 let event = std::mem::take(&mut self.event);
                 self.outcome = event_outcome(&event);
+                if self.outcome == Some(Outcome::error) && self.span.is_some() {
+                    self.error_code = error_code(&event_data(&event));
+                }
                 if self.outcome.is_some() {
                     return;
                 }
@@ -219,7 +267,12 @@ impl Watch {
     fn finish(mut self, ended: bool) {
         let outcome = match (self.outcome, ended) {
             (Some(outcome), _) => outcome,
-            (None, true) if !self.sse => message_outcome(&self.event).unwrap_or(Outcome::ok),
+            (None, true) if !self.sse => {
+                if self.span.is_some() {
+                    self.error_code = error_code(&self.event);
+                }
+                message_outcome(&self.event).unwrap_or(Outcome::ok)
+            }
             (None, true) => {
                 let event = std::mem::take(&mut self.event);
                 event_outcome(&event).unwrap_or(Outcome::ok)
@@ -227,17 +280,49 @@ impl Watch {
             (None, false) => Outcome::cancelled,
         };
         self.metrics.record(self.operation, outcome, self.start.elapsed());
+        if let Some(mut span) = self.span.take() {
+            match (outcome, self.error_code) {
+                (Outcome::ok, _) => {}
+                (Outcome::error, Some(code)) => {
+                    span.set("rpc.response.status_code", code.to_string());
+                    span.fail(&code.to_string());
+                }
+                (Outcome::tool_error, _) => span.fail("tool_error"),
+                (Outcome::error, None) => span.fail("jsonrpc_error"),
+                (Outcome::rejected, _) => span.fail("rejected"),
+                (Outcome::cancelled, _) => span.fail("cancelled"),
+            }
+        }
     }
+}
+
+/// The `error.code` of one JSON-RPC error answer.
+fn error_code(message: &[u8]) -> Option<i64> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        error: Code,
+    }
+    #[derive(serde::Deserialize)]
+    struct Code {
+        code: i64,
+    }
+    serde_json::from_slice::<Answer>(message.trim_ascii())
+        .ok()
+        .map(|a| a.error.code)
 }
 
 /// The outcome an SSE event carries, when it is an answer.
 fn event_outcome(event: &[u8]) -> Option<Outcome> {
-    let data: Vec<u8> = event
+    message_outcome(&event_data(event))
+}
+
+/// The data of an SSE event (its `data:` lines joined).
+fn event_data(event: &[u8]) -> Vec<u8> {
+    event
         .split(|b| *b == b'\n')
         .filter_map(|line| line.strip_prefix(b"data:"))
         .flat_map(|data| data.strip_prefix(b" ").unwrap_or(data).iter().copied())
-        .collect();
-    message_outcome(&data)
+        .collect()
 }
 
 /// The outcome of one JSON-RPC message: `None` for a notification or request (not an answer).

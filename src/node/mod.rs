@@ -446,6 +446,7 @@ impl JsDiscoveryEngine {
             // Nobody to ask in-process: a `confirm: true` tool is refused, a
             // `"when-supported"` one runs.
             confirm: None,
+            trace: None,
         };
         let result = self
             .engine

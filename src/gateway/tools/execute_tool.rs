@@ -69,12 +69,17 @@ impl ExecuteTool {
         caller: &Caller,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult> {
+        let trace = crate::telemetry::CallTrace::of(engine.tracer().as_ref(), context, NAME);
         let leg = Leg {
             channel: Channel::of(context),
             cancel: context.ct.clone(),
             progress: progress_to_client(context),
+            trace: trace.parent(),
         };
-        self.run(engine, caller, leg).await
+        // Boxed: the engine's call is a large future, and every meta-tool's dispatch holds it.
+        let outcome = Box::pin(self.run(engine, caller, leg)).await;
+        trace.end(&outcome);
+        outcome
     }
 
     /// Run the call, asking its client through `leg.channel`.
@@ -84,6 +89,7 @@ impl ExecuteTool {
             cancel: Some(leg.cancel),
             progress: leg.progress,
             confirm: crate::gateway::confirm::asker(&leg.channel),
+            trace: leg.trace,
         };
         // What the server asks its client during the call (elicitation, sampling) goes to ours,
         // named, checked and bounded (`gateway::forwarded`).
@@ -95,11 +101,13 @@ impl ExecuteTool {
     }
 }
 
-/// How one call reaches its client: questions, cancellation, progress.
+/// How one call reaches its client: questions, cancellation, progress; and the trace it
+/// belongs to.
 pub(crate) struct Leg {
     pub channel: Channel,
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
+    pub trace: Option<crate::telemetry::SpanContext>,
 }
 
 /// Forward `server`'s request to the client, when the client declared the capability it needs
