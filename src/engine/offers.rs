@@ -23,6 +23,10 @@
 //!
 //! Every answer is scrubbed of registered secrets; resource contents obey `maxResultBytes`
 //! like tool results.
+//!
+//! A server holds one subscription per URI whoever asked; [`Subscriptions`] counts the
+//! clients on each, ends it downstream with the last, and makes it again in each new session
+//! of its server.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,9 +1,11 @@
 //! Prompts, resources and completions of the downstream servers, as the client sees them:
 //! the engine gathers and routes them (`engine::offers`, which owns the naming and URI
 //! rules); this turns its answers into MCP results, bounds the texts the gateway passes on,
-//! and its errors into JSON-RPC errors. The [`Relay`] passes the servers' announcements on:
-//! changed prompt and resource lists as one notification per burst, and updates of the
-//! resources the client subscribed to, under the URIs the client knows them by.
+//! and its errors into JSON-RPC errors. The [`Relay`] passes the servers' announcements on
+//! to one client ([`Out`]: a stdio session's, or one 2026-07-28 `subscriptions/listen` stream,
+//! see [`listen`]): changed prompt and resource lists as one notification per burst (of the
+//! servers that client sees), and updates of the resources it subscribed to, under the URIs it
+//! knows them by. Every request is answered for its caller.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
