@@ -19,6 +19,7 @@ test('the main package holds only what it needs', () => {
   assert.deepEqual(unexpected, [], 'unexpected files in the package');
   const forbidden = files.filter((f) => /\.rs$|\.node$|^target\/|^src\/|^tests?\/|^__test__\/|^bench\/|^npm\/|^scripts\/|Cargo\.|\.jsonl$/.test(f));
   assert.deepEqual(forbidden, []);
-  // The packed size stays small: the addon lives in the platform packages.
-  assert.ok(pack.unpackedSize < 200_000, `unpacked ${pack.unpackedSize} bytes`);
+  // The packed size stays small: the addon (megabytes) lives in the platform packages. The
+  // docs and config types are most of it, and grow with the features they describe.
+  assert.ok(pack.unpackedSize < 250_000, `unpacked ${pack.unpackedSize} bytes`);
 });
