@@ -8,13 +8,12 @@
 // the tools: a caller from whom a server's every tool is hidden gets none of its offers, and a
 // get, read, completion or subscription of one answers exactly as for a name no server has.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { referenceServer, root, serveHttp, tempDir, waitFor } from './helpers.mjs';
+import { accessToken as issuedToken, referenceServer, root, serveHttp, signingKey, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
 // server-everything lists it, and so does the `bare` fixture after it (prompts and resources,
@@ -26,21 +25,8 @@ const bare = {
 };
 const SCOPE = 'mcp:tools';
 
-/** An issuer's signing key, as its JWK Set publishes it. */
-function signingKey(kid) {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
-}
-
-const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
-
-/** An RS256 access token signed with `key`: `claims` over a valid default for `audience`. */
-function accessToken(key, audience, claims = {}) {
-  const now = Math.floor(Date.now() / 1000);
-  const payload = { iss: ISSUER, aud: audience, iat: now, exp: now + 600, scope: SCOPE, ...claims };
-  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(payload)}`;
-  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
-}
+/** An RS256 access token of the test's issuer signed with `key`, for `audience`. */
+const accessToken = (key, audience, claims = {}) => issuedToken(key, { issuer: ISSUER, audience, scope: SCOPE }, claims);
 
 async function clientWith(url, token) {
   const client = new Client({ name: 'team-tests', version: '0.0.0' });
