@@ -67,7 +67,9 @@ impl Caller {
     }
 
     /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
-    /// `local`. Bounded, so a long claim cannot flood a log line.
+    /// `local`. Bounded, so a long claim cannot flood a log line, and inert: control and
+    /// invisible characters (bidi overrides, which reorder what a person reads in the audit
+    /// log) are written as `\u{…}`.
     #[must_use]
     pub fn label(&self) -> String {
         const MAX: usize = 200;
@@ -76,6 +78,7 @@ impl Caller {
             (None, Some(subject)) => subject.clone(),
             _ => "local".to_owned(),
         };
+        let label = inert(label);
         if label.len() <= MAX {
             return label;
         }
@@ -85,6 +88,23 @@ impl Caller {
         }
         format!("{}…", &label[..end])
     }
+}
+
+/// `text` with its control and invisible characters written as `\u{…}`.
+fn inert(text: String) -> String {
+    use crate::trust::poison::is_invisible;
+    if !text.chars().any(|c| c.is_control() || is_invisible(c)) {
+        return text;
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() || is_invisible(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -131,5 +151,14 @@ mod tests {
             ..Caller::default()
         };
         assert!(long.label().len() <= 200 + '…'.len_utf8());
+    }
+
+    #[test]
+    fn a_label_shows_bidi_overrides_and_controls_as_escapes() {
+        let tricky = Caller {
+            subject: Some("alice\u{202e}nimda\u{1b}[2J".to_owned()),
+            ..Caller::default()
+        };
+        assert_eq!(tricky.label(), "alice\\u{202e}nimda\\u{1b}[2J");
     }
 }
