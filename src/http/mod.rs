@@ -144,6 +144,11 @@ impl Bound {
                 tracing::debug!(%error, "cannot set TCP_NODELAY");
             }
         });
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(self.timeouts.headers)
+            .max_header_size(MAX_HEADER_BYTES);
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             // axum's listener waits out accept errors (1 s on EMFILE) instead of failing.
@@ -152,11 +157,7 @@ impl Bound {
                 () = &mut shutdown => break,
             };
             let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(self.timeouts.headers)
-                .max_header_size(MAX_HEADER_BYTES)
-                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let connection = http1.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
             let connection = connections.watch(connection);
             tokio::spawn(async move {
                 if let Err(error) = connection.await {
