@@ -9,6 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { spawn, spawnSync } from 'node:child_process';
+import { generateKeyPairSync, sign } from 'node:crypto';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const bin = join(root, 'bin/anygpt-discovery.js');
@@ -283,10 +284,18 @@ export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0
     env: isolatedEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stderr = '';
   let stdout = '';
-  child.stderr.on('data', (chunk) => (stderr += chunk));
   child.stdout.on('data', (chunk) => (stdout += chunk));
+  return { ...(await listening(child)), stdout: () => stdout };
+}
+
+/**
+ * A `serve --http` process once it printed its address (its stderr piped): { url, base, child,
+ * exit, stderr() }. Rejects when it exits first or says nothing within 20 s.
+ */
+export async function listening(child) {
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
   const exit = exited(child);
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no address printed:\n${stderr}`)), 20_000);
@@ -299,7 +308,20 @@ export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0
     });
     exit.then((code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
   });
-  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr, stdout: () => stdout };
+  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr };
+}
+
+/** An OAuth issuer's RS256 signing key made for a test: { kid, privateKey, jwk } (the public JWK its JWK Set publishes). */
+export function signingKey(kid) {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
+}
+
+/** A JWT of `claims`, signed RS256 with `key` (from `signingKey`). */
+export function signedJwt(key, claims) {
+  const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(claims)}`;
+  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
 }
 
 /** A free loopback port right now (for a server the test starts on it). */

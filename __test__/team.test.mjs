@@ -6,31 +6,20 @@
 // a tool that does not exist (and a tool shown directly is shown to those who may run it
 // only); the audit line names the caller.
 import assert from 'node:assert/strict';
-import { generateKeyPairSync, sign } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { referenceServer, serveHttp, tempDir } from './helpers.mjs';
+import { referenceServer, serveHttp, signedJwt, signingKey, tempDir } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
 const SCOPE = 'mcp:tools';
 
-/** An issuer's signing key, as its JWK Set publishes it. */
-function signingKey(kid) {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
-}
-
-const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
-
 /** An RS256 access token signed with `key`: `claims` over a valid default for `audience`. */
 function accessToken(key, audience, claims = {}) {
   const now = Math.floor(Date.now() / 1000);
-  const payload = { iss: ISSUER, aud: audience, iat: now, exp: now + 600, scope: SCOPE, ...claims };
-  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(payload)}`;
-  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
+  return signedJwt(key, { iss: ISSUER, aud: audience, iat: now, exp: now + 600, scope: SCOPE, ...claims });
 }
 
 async function clientWith(url, token) {
