@@ -1,6 +1,5 @@
 // Shared helpers for the node tests: paths, a gateway started through the real bin with the
 // official SDK client, and process-tree inspection for the cleanup checks.
-import { generateKeyPairSync, sign } from 'node:crypto';
 import { readdirSync, readFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,6 +9,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
 import { spawn, spawnSync } from 'node:child_process';
+import { generateKeyPairSync, sign } from 'node:crypto';
 
 export const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const bin = join(root, 'bin/anygpt-discovery.js');
@@ -284,10 +284,18 @@ export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0
     env: isolatedEnv(),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let stderr = '';
   let stdout = '';
-  child.stderr.on('data', (chunk) => (stderr += chunk));
   child.stdout.on('data', (chunk) => (stdout += chunk));
+  return { ...(await listening(child)), stdout: () => stdout };
+}
+
+/**
+ * A `serve --http` process once it printed its address (its stderr piped): { url, base, child,
+ * exit, stderr() }. Rejects when it exits first or says nothing within 20 s.
+ */
+export async function listening(child) {
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
   const exit = exited(child);
   const url = await new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`no address printed:\n${stderr}`)), 20_000);
@@ -300,7 +308,20 @@ export async function serveHttp(servers, { discovery = {}, listen = '127.0.0.1:0
     });
     exit.then((code) => reject(new Error(`exited ${code} before listening:\n${stderr}`)));
   });
-  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr, stdout: () => stdout };
+  return { url, base: url.replace(/\/mcp$/, ''), child, exit, stderr: () => stderr };
+}
+
+/** An OAuth issuer's RS256 signing key made for a test: { kid, privateKey, jwk } (the public JWK its JWK Set publishes). */
+export function signingKey(kid) {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
+}
+
+/** A JWT of `claims`, signed RS256 with `key` (from `signingKey`). */
+export function signedJwt(key, claims) {
+  const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
+  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(claims)}`;
+  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
 }
 
 /** A free loopback port right now (for a server the test starts on it). */
@@ -374,19 +395,4 @@ export async function answerOf(response) {
     .map((line) => line.slice(5).trim())
     .filter(Boolean);
   return JSON.parse(data.at(-1));
-}
-
-/** An issuer's RS256 signing key, as its JWK Set publishes it (`jwk`). */
-export function signingKey(kid) {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  return { kid, privateKey, jwk: { ...publicKey.export({ format: 'jwk' }), kid, use: 'sig', alg: 'RS256' } };
-}
-
-/** An RS256 access token of `issuer` signed with `key`: `claims` over a valid default for `audience`. */
-export function accessToken(key, { issuer, audience, scope }, claims = {}) {
-  const b64url = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');
-  const now = Math.floor(Date.now() / 1000);
-  const payload = { iss: issuer, aud: audience, iat: now, exp: now + 600, scope, ...claims };
-  const signed = `${b64url({ alg: 'RS256', typ: 'JWT', kid: key.kid })}.${b64url(payload)}`;
-  return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
 }

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, ResourceUpdatedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
-import { accessToken, answerOf, raw2026, referenceServer, root, serveHttp, signingKey, tempDir, waitFor } from './helpers.mjs';
+import { answerOf, raw2026, referenceServer, root, serveHttp, signedJwt, signingKey, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.sessions.test';
 const SCOPE = 'mcp:tools';
@@ -26,7 +26,8 @@ describe('legacy sessions: forwarded requests for older clients, within one proc
     gateway = await serveHttp([asking, referenceServer('everything')], {
       discovery: { http: { legacySessions: true, auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, requiredScopes: [SCOPE] }] } } },
     });
-    tokenOf = (sub) => accessToken(key, { issuer: ISSUER, audience: gateway.url, scope: SCOPE }, { sub });
+    const now = Math.floor(Date.now() / 1000);
+    tokenOf = (sub) => signedJwt(key, { iss: ISSUER, aud: gateway.url, iat: now, exp: now + 600, scope: SCOPE, sub });
   });
   after(async () => {
     gateway.child.kill('SIGTERM');

@@ -7,15 +7,16 @@
 // sets it: `podman create` + `podman export`), else the context `npm run image` would build
 // from, staged from the debug binary `npm test` built (same libraries, same files).
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, chownSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { IMAGE_UID, stage } from '../scripts/image.mjs';
 import { hostTriple } from '../scripts/host.mjs';
-import { root, startHttpEverything, tempDir } from './helpers.mjs';
+import { listening, root, signedJwt, signingKey, startHttpEverything, tempDir } from './helpers.mjs';
 
 const image = process.env.ANYGPT_IMAGE;
 const engine = process.env.ANYGPT_IMAGE_ENGINE ?? 'podman';
@@ -127,6 +128,59 @@ test("stdio as `docker run -i --rm` runs it: search, details and execute through
     assert.equal(servers[0].status, 'connected');
   } finally {
     await client.close();
+    everything.kill();
+  }
+});
+
+test('HTTP as the image serves a team: a token of a local issuer gets search, details and execute through the SDK client; no token gets 401', { skip: needsRoot }, async () => {
+  const dir = imageRoot();
+  const { child: everything, port } = await startHttpEverything();
+  writeFileSync(join(dir, 'etc', 'hosts'), '127.0.0.1 localhost everything.test\n');
+  // The issuer's published keys, mounted beside the config as a JWK Set file.
+  const issuer = 'https://id.image.test/realms/team';
+  const scope = 'mcp:tools';
+  const key = signingKey('image-key-1');
+  writeFileSync(join(dir, 'config', 'jwks.json'), JSON.stringify({ keys: [key.jwk] }));
+  const config = {
+    discovery: {
+      servers: [{ name: 'remote', connection: { type: 'http', url: `http://everything.test:${port}/mcp` } }],
+      http: { auth: { issuers: [{ issuer, jwksFile: '/config/jwks.json', requiredScopes: [scope] }] } },
+    },
+  };
+  writeFileSync(join(dir, 'config', 'mcp-discovery.config.json'), JSON.stringify(config));
+  // As the image's CMD serves, on loopback (this runs in the host's network).
+  const served = spawn(CHROOT, inImage(dir, ['serve', '--http', '127.0.0.1:0']), { env: imageEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+  let client;
+  try {
+    const gateway = await listening(served);
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '0' } } };
+    const none = await fetch(gateway.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify(initialize),
+    });
+    assert.equal(none.status, 401, gateway.stderr());
+    assert.ok(none.headers.get('www-authenticate').includes(`resource_metadata="${gateway.base}/.well-known/oauth-protected-resource/mcp"`), none.headers.get('www-authenticate'));
+
+    const now = Math.floor(Date.now() / 1000);
+    const token = signedJwt(key, { iss: issuer, aud: gateway.url, sub: 'alice', iat: now, exp: now + 600, scope });
+    client = new Client({ name: 'anygpt-discovery-image-test', version: '0.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(gateway.url), { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+    const answer = async (name, args) => JSON.parse((await client.callTool({ name, arguments: args })).content[0].text);
+    const found = await answer('search_tools', { query: 'echo' });
+    assert.deepEqual([found.results[0]?.server, found.results[0]?.tool], ['remote', 'echo'], `${JSON.stringify(found)}\n${gateway.stderr()}`);
+    const details = await answer('get_tool_details', { server: 'remote', tool: 'echo' });
+    assert.ok(details.inputSchema.properties.message, JSON.stringify(details));
+    const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'remote', tool: 'echo', arguments: { message: 'over HTTP from the image' } } });
+    assert.equal(result.content[0].text, 'Echo: over HTTP from the image', gateway.stderr());
+    await client.close();
+    client = undefined;
+    // The container runtime stops it with SIGTERM (STOPSIGNAL): it drains and exits cleanly.
+    served.kill('SIGTERM');
+    assert.equal(await gateway.exit, 0, gateway.stderr());
+  } finally {
+    await client?.close();
+    served.kill();
     everything.kill();
   }
 });

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { accessToken as issuedToken, referenceServer, root, serveHttp, signingKey, tempDir, waitFor } from './helpers.mjs';
+import { referenceServer, root, serveHttp, signedJwt, signingKey, tempDir, waitFor } from './helpers.mjs';
 
 const ISSUER = 'https://id.team.test/realms/team';
 // server-everything lists it, and so does the `bare` fixture after it (prompts and resources,
@@ -25,8 +25,11 @@ const bare = {
 };
 const SCOPE = 'mcp:tools';
 
-/** An RS256 access token of the test's issuer signed with `key`, for `audience`. */
-const accessToken = (key, audience, claims = {}) => issuedToken(key, { issuer: ISSUER, audience, scope: SCOPE }, claims);
+/** An RS256 access token signed with `key`: `claims` over a valid default for `audience`. */
+function accessToken(key, audience, claims = {}) {
+  const now = Math.floor(Date.now() / 1000);
+  return signedJwt(key, { iss: ISSUER, aud: audience, iat: now, exp: now + 600, scope: SCOPE, ...claims });
+}
 
 async function clientWith(url, token) {
   const client = new Client({ name: 'team-tests', version: '0.0.0' });

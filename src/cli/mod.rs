@@ -155,6 +155,10 @@ struct ServeArgs {
     /// authentication is configured.
     #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, default_missing_value = "")]
     http: Option<String>,
+    /// Threads serving HTTP clients (default: the CPUs this process may use). Only with
+    /// `--http`: the stdio server runs on one thread.
+    #[arg(long, value_name = "N", requires = "http", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    workers: Option<u16>,
 }
 
 impl Command {
@@ -206,15 +210,9 @@ pub struct ConfigObject {
 
 /// Run the CLI on a runtime of its own and wait for its exit code: what the native binary's
 /// `main` and the Node bin's `runCli` (on a thread of its own) do.
-///
-/// One thread: a gateway call is a few microseconds of work between two pipe hops, and a
-/// second worker only added cross-thread wakeups, about 0.04 ms per proxied call on the
-/// 2-core machine of BENCHMARKS.md. The cost is that CPU-heavy moments (parsing a 10 MB
-/// result, re-indexing a large server) delay other calls by that long instead of running
-/// beside them.
 #[must_use]
 pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shutdown: impl Future<Output = ()>) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match runtime_for(&args).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -225,6 +223,30 @@ pub fn run_blocking(args: Vec<String>, config_object: Option<ConfigObject>, shut
     // Dropping the runtime could wait on a blocking stdin read; the work is done, so leave now.
     runtime.shutdown_background();
     code
+}
+
+/// The runtime a command line runs on.
+///
+/// `serve --http` serves many clients at once: one worker a CPU (or `--workers`), so one
+/// client's CPU-heavy moment (a large result parsed, a search over a big index) does not stall
+/// the others, and throughput grows with cores (BENCHMARKS.md, "Team mode").
+///
+/// Everything else runs on one thread: the stdio server has one client, and a gateway call is
+/// a few microseconds of work between two pipe hops, where a second worker only added
+/// cross-thread wakeups (about 0.04 ms per proxied call on the 2-core machine of
+/// BENCHMARKS.md). A command line that does not parse gets one thread too: `run` reports it.
+fn runtime_for(args: &[String]) -> tokio::runtime::Builder {
+    let Ok(Some(Command::Serve(ServeArgs { http: Some(_), workers }))) =
+        Cli::try_parse_from(args).map(|cli| cli.command)
+    else {
+        return tokio::runtime::Builder::new_current_thread();
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.thread_name("anygpt-http");
+    if let Some(workers) = workers {
+        builder.worker_threads(usize::from(workers));
+    }
+    builder
 }
 
 /// Run the CLI with `args` (the program name first: clap skips argv[0]). Returns the process
@@ -665,6 +687,38 @@ mod tests {
     use super::*;
     use crate::error::Error;
     use crate::upstream::UpstreamError;
+
+    /// The runtime `runtime_for` builds for a command line.
+    fn runtime_of(line: &str) -> tokio::runtime::Runtime {
+        let args: Vec<String> = line.split(' ').map(str::to_owned).collect();
+        runtime_for(&args).enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn only_serve_http_runs_on_several_workers() {
+        use tokio::runtime::RuntimeFlavor::{CurrentThread, MultiThread};
+        let flavor = |line| runtime_of(line).handle().runtime_flavor();
+        assert_eq!(flavor("anygpt-discovery serve --http 127.0.0.1:0"), MultiThread);
+        assert_eq!(flavor("anygpt-discovery serve --http"), MultiThread);
+        assert_eq!(flavor("anygpt-discovery serve"), CurrentThread);
+        assert_eq!(flavor("anygpt-discovery"), CurrentThread);
+        assert_eq!(flavor("anygpt-discovery search echo"), CurrentThread);
+        assert_eq!(flavor("anygpt-discovery serve --no-such-flag"), CurrentThread);
+    }
+
+    #[test]
+    fn workers_sets_how_many_threads_serve_http() {
+        let runtime = runtime_of("anygpt-discovery serve --http 127.0.0.1:0 --workers 3");
+        assert_eq!(runtime.metrics().num_workers(), 3);
+        for refused in [
+            "serve --workers 2",
+            "serve --http --workers 0",
+            "serve --http --workers many",
+        ] {
+            let args = std::iter::once("anygpt-discovery").chain(refused.split(' '));
+            assert!(Cli::try_parse_from(args).is_err(), "{refused}");
+        }
+    }
 
     fn unavailable() -> UpstreamError {
         UpstreamError::Unavailable {
