@@ -257,18 +257,20 @@ test('guards: foreign Host and Origin get 403, an oversized body 413, loopback o
     // fetch will not send a Host of our choosing: a raw request does.
     const { request } = await import('node:http');
     const { port } = new URL(gateway.url);
-    const status = await new Promise((resolve, reject) => {
+    const rebound = await new Promise((resolve, reject) => {
       const req = request(
         { host: '127.0.0.1', port, path: '/mcp', method: 'POST', headers: { host: `rebound.example:${port}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' } },
         (res) => {
-          res.resume();
-          resolve(res.statusCode);
+          let text = '';
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode, text }));
         },
       );
       req.on('error', reject);
       req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }));
     });
-    assert.equal(status, 403, 'DNS rebinding: a Host not on the allow-list');
+    assert.equal(rebound.status, 403, 'DNS rebinding: a Host not on the allow-list');
+    assert.match(rebound.text, /add it to discovery\.http\.allowedHosts, or set discovery\.http\.publicUrl/, 'the refusal names the fix');
     // A body announced over the limit is refused before it is sent: the answer comes while the
     // client still holds it (a client writing it all would meet a closed connection).
     const oversized = await new Promise((resolve, reject) => {

@@ -133,6 +133,11 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
     Some((host.to_ascii_lowercase(), authority.port_u16()))
 }
 
+/// What a refused `Host` is told: the settings that allow a name, for the admin whose clients
+/// reach the gateway by one it does not know yet.
+pub const HOST_REFUSED: &str = "Forbidden: Host header is not allowed; to serve clients that reach the gateway by \
+     this name, add it to discovery.http.allowedHosts, or set discovery.http.publicUrl to the URL they use";
+
 /// Middleware: 403 for a request whose `Host` is not allowed — a web page that rebound its
 /// name to this address reads nothing through it.
 pub async fn check_host(State(hosts): State<Hosts>, request: Request, next: Next) -> Response {
@@ -140,7 +145,7 @@ pub async fn check_host(State(hosts): State<Hosts>, request: Request, next: Next
         return next.run(request).await;
     }
     tracing::debug!("refused a request whose Host header is not allowed (DNS rebinding?)");
-    (StatusCode::FORBIDDEN, "Forbidden: Host header is not allowed").into_response()
+    (StatusCode::FORBIDDEN, HOST_REFUSED).into_response()
 }
 
 /// `publicUrl` parsed: an absolute `http(s)` URL.

@@ -280,6 +280,11 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
     let metrics = Router::new()
         .route("/metrics", get(metrics_text))
         .with_state(face.clone());
+    // Checked before rmcp does (which it still does): its refusal names no setting to change.
+    let mcp = mcp.layer(axum::middleware::from_fn_with_state(
+        face.hosts.clone(),
+        guard::check_host,
+    ));
     let (mcp, metrics) = match auth {
         Some(auth) => (
             mcp.layer(auth.layer()).merge(auth.metadata_router()),
