@@ -171,6 +171,12 @@ export interface HttpSpec {
    */
   legacySessions?: boolean
   /**
+   * Requests one authenticated caller may have answered at once (default 64; an answer
+   * that streams counts until it ends); past it, 429 with `Retry-After`. The local user
+   * (no auth) is not limited.
+   */
+  maxInFlightPerCaller?: number | null
+  /**
    * Who may use `/mcp`: access tokens of OAuth issuers (team mode), or one static bearer
    * token on loopback. Without it only loopback addresses are served.
    */

@@ -42,6 +42,11 @@ pub struct HttpSpec {
     /// reach this same process for the session's life: one replica, or sticky routing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub legacy_sessions: bool,
+    /// Requests one authenticated caller may have answered at once (default 64; an answer
+    /// that streams counts until it ends); past it, 429 with `Retry-After`. The local user
+    /// (no auth) is not limited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight_per_caller: Option<std::num::NonZeroU32>,
     /// Who may use `/mcp`: access tokens of OAuth issuers (team mode), or one static bearer
     /// token on loopback. Without it only loopback addresses are served.
     #[serde(default, skip_serializing_if = "Option::is_none")]

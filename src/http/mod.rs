@@ -23,6 +23,7 @@
 
 pub mod auth;
 mod cancel;
+mod fair;
 mod guard;
 mod metrics;
 mod observe;
@@ -30,6 +31,7 @@ mod sessions;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -212,6 +214,8 @@ struct Face {
     mcp: StreamableHttpService<Gateway, LocalSessionManager>,
     /// `discovery.http.legacySessions`: the sessions of older clients, each its opener's.
     sessions: Option<Arc<sessions::Sessions>>,
+    /// Requests in flight per authenticated caller (`discovery.http.maxInFlightPerCaller`).
+    shares: Arc<fair::Shares>,
     /// Set on the stop request: readiness fails so balancers send no more.
     draining: Arc<AtomicBool>,
     /// Cancelled when the drain deadline passes: every answer stream still open gets an error
@@ -246,6 +250,10 @@ impl Face {
             metrics: Metrics::new(engine.clone()),
             mcp,
             sessions,
+            shares: fair::Shares::new(
+                spec.max_in_flight_per_caller
+                    .map_or(fair::DEFAULT_MAX_IN_FLIGHT, NonZeroU32::get),
+            ),
             draining: Arc::default(),
             cut,
             mcp_stop,
@@ -270,6 +278,8 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
         // Inside `observe` and authentication: it reads the caller the latter proved.
         mcp = mcp.layer(axum::middleware::from_fn_with_state(sessions.clone(), sessions::keep));
     }
+    // Inside `observe` (its 429s are counted) and authentication (it reads the caller).
+    mcp = mcp.layer(axum::middleware::from_fn_with_state(face.shares.clone(), fair::limit));
     let mcp = mcp.layer(axum::middleware::from_fn_with_state(observer, observe::observe));
     // Outside `observe`, which reads the `Caller` it inserts (to match a cancellation to its
     // caller's request). Requests it refuses are not counted by `observe`.
