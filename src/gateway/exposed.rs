@@ -12,9 +12,9 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::announce::{Changed, Out};
 use super::bound::{cut_text, FIELD_BYTES};
 use super::meta_tool::definitions;
-use super::offers::{Changed, Out};
 use super::tools::execute_tool::ExecuteTool;
 use crate::caller::Caller;
 use crate::engine::{Engine, ExposedTool};

@@ -19,6 +19,7 @@
 //! Engine errors become `isError` results with the compact JSON body; downstream results of
 //! `execute_tool` pass through unchanged (bounded by `maxResultBytes`).
 
+mod announce;
 mod bound;
 pub(crate) mod confirm;
 pub(crate) mod exposed;

@@ -17,10 +17,11 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, Prompt, ReadResourceRequestParams, ReadResourceResult, Resource,
     ResourceTemplate,
 };
-use rmcp::model::{ResourceUpdatedNotificationParam, SubscribeRequestParams, UnsubscribeRequestParams};
+use rmcp::model::{SubscribeRequestParams, UnsubscribeRequestParams};
 use rmcp::service::{SubscriptionContext, SubscriptionSink};
 use rmcp::{ErrorData, Peer, RoleServer};
 
+use super::announce::{Changed, Out};
 use super::bound::{cut_text, FIELD_BYTES};
 use crate::caller::Caller;
 use crate::engine::{listen_offers, Engine, Listening, OfferEvent};
@@ -152,74 +153,6 @@ fn rpc_error(error: &Error) -> ErrorData {
 /// How long announcements of a changed list are gathered into one notification: a server
 /// adding ten prompts one by one costs the client one re-listing, not ten.
 const COALESCE: Duration = Duration::from_millis(200);
-
-/// Where announcements go: a session's client (stdio, a 2025-11-25 session), or one
-/// 2026-07-28 `subscriptions/listen` stream (which sends only what the client accepted).
-#[derive(Clone)]
-pub(super) enum Out {
-    Peer(Peer<RoleServer>),
-    Listen(SubscriptionSink),
-}
-
-/// One announcement the gateway sends.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Changed {
-    Tools,
-    Prompts,
-    Resources,
-}
-
-impl Out {
-    /// Send `notifications/<kind>/list_changed`; whether the client can still be reached.
-    pub(super) async fn list_changed(&self, kind: Changed) -> bool {
-        let sent = match (self, kind) {
-            (Self::Peer(peer), Changed::Tools) => peer.notify_tool_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Peer(peer), Changed::Prompts) => peer.notify_prompt_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Peer(peer), Changed::Resources) => {
-                peer.notify_resource_list_changed().await.map_err(|e| e.to_string())
-            }
-            (Self::Listen(sink), Changed::Tools) => sink.notify_tool_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Listen(sink), Changed::Prompts) => {
-                sink.notify_prompt_list_changed().await.map_err(|e| e.to_string())
-            }
-            (Self::Listen(sink), Changed::Resources) => {
-                sink.notify_resource_list_changed().await.map_err(|e| e.to_string())
-            }
-        };
-        self.delivered(sent, "list_changed")
-    }
-
-    /// Send `notifications/resources/updated` for `uri`; whether the client can still be
-    /// reached.
-    async fn resource_updated(&self, uri: String) -> bool {
-        let sent = match self {
-            Self::Peer(peer) => peer
-                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
-                .await
-                .map_err(|e| e.to_string()),
-            Self::Listen(sink) => sink.notify_resource_updated(uri).await.map_err(|e| e.to_string()),
-        };
-        self.delivered(sent, "resources/updated")
-    }
-
-    fn delivered(&self, sent: Result<(), String>, what: &str) -> bool {
-        match sent {
-            Ok(()) => true,
-            Err(error) => {
-                tracing::debug!(%error, "{what} not sent");
-                !self.is_closed()
-            }
-        }
-    }
-
-    /// Whether the client is gone for good (a listen stream's relay ends with the stream).
-    fn is_closed(&self) -> bool {
-        match self {
-            Self::Peer(peer) => peer.is_transport_closed(),
-            Self::Listen(_) => false,
-        }
-    }
-}
 
 /// Passes the servers' announcements on to one client: a gateway session's, or one listen
 /// stream's. It also holds that client's resource subscriptions, and lets go of them when it
