@@ -20,6 +20,7 @@
 //! confirm  ── `confirm` in toolRules: which calls need a human yes, and the question asked
 //! stats    ── per server and tool: calls, errors by code, latency (in memory, or from the
 //!             audit log)
+//! text     ── texts others chose, cut to a length before they are quoted
 //! caller   ── who is asking: the local user, or a caller the HTTP face authenticated
 //! paths    ── platform cache/state directories, atomic writes
 //! secrets  ── what counts as a secret in a launch spec, the register, scrubbing
@@ -70,6 +71,7 @@ pub(crate) mod setup;
 pub mod shutdown;
 pub mod stats;
 pub mod telemetry;
+pub(crate) mod text;
 pub mod trust;
 pub(crate) mod upstream;
 pub(crate) mod watch;

@@ -239,10 +239,7 @@ fn check_strings(value: &mut Value, path: &str, warnings: &mut Vec<Warning>) {
 
 /// A server name as a request quotes it: cut to [`NAME_CHARS`].
 fn shown_name(server: &str) -> String {
-    match server.char_indices().nth(NAME_CHARS) {
-        Some((end, _)) => format!("{}…", &server[..end]),
-        None => server.to_owned(),
-    }
+    crate::text::cut_chars(server, NAME_CHARS).into_owned()
 }
 
 #[cfg(test)]

@@ -237,10 +237,7 @@ impl Stats {
 }
 
 fn cut(name: &str) -> String {
-    match name.char_indices().nth(NAME_CHARS) {
-        Some((end, _)) => format!("{}…", &name[..end]),
-        None => name.to_owned(),
-    }
+    crate::text::cut_chars(name, NAME_CHARS).into_owned()
 }
 
 #[cfg(test)]

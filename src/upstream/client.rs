@@ -203,10 +203,7 @@ pub(super) const MAX_INPUT_REQUESTS: usize = 16;
 /// An input request's key as an error quotes it: a server chooses it, so it is cut short.
 fn key_shown(key: &str) -> std::borrow::Cow<'_, str> {
     const MAX_KEY_CHARS: usize = 64;
-    match key.char_indices().nth(MAX_KEY_CHARS) {
-        Some((end, _)) => format!("{}…", &key[..end]).into(),
-        None => key.into(),
-    }
+    crate::text::cut_chars(key, MAX_KEY_CHARS)
 }
 
 /// What we tell servers we can do: elicitation (form) and sampling, answered by the

@@ -364,10 +364,7 @@ fn shown_name(name: &str) -> String {
         .map(|c| if c.is_control() { '\u{fffd}' } else { c })
         .collect();
     let scrubbed = crate::secrets::scrub(&printable);
-    match scrubbed.char_indices().nth(MAX_SHOWN_NAME_CHARS) {
-        Some((end, _)) => format!("{}…", &scrubbed[..end]),
-        None => scrubbed.into_owned(),
-    }
+    crate::text::cut_chars(&scrubbed, MAX_SHOWN_NAME_CHARS).into_owned()
 }
 
 #[cfg(test)]
