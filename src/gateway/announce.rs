@@ -4,7 +4,7 @@
 //! announcer (`exposed`), so neither depends on the other.
 
 use rmcp::model::ResourceUpdatedNotificationParam;
-use rmcp::service::SubscriptionSink;
+use rmcp::service::{ServiceError, SubscriptionSendError, SubscriptionSink};
 use rmcp::{Peer, RoleServer};
 
 /// Where announcements go: a session's client (stdio, a 2025-11-25 session), or one
@@ -23,22 +23,31 @@ pub(super) enum Changed {
     Resources,
 }
 
+/// Why an announcement did not reach its client.
+#[derive(Debug, thiserror::Error)]
+enum NotSent {
+    #[error(transparent)]
+    Session(#[from] ServiceError),
+    #[error(transparent)]
+    Listen(#[from] SubscriptionSendError),
+}
+
 impl Out {
     /// Send `notifications/<kind>/list_changed`; whether the client can still be reached.
     pub(super) async fn list_changed(&self, kind: Changed) -> bool {
-        let sent = match (self, kind) {
-            (Self::Peer(peer), Changed::Tools) => peer.notify_tool_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Peer(peer), Changed::Prompts) => peer.notify_prompt_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Peer(peer), Changed::Resources) => {
-                peer.notify_resource_list_changed().await.map_err(|e| e.to_string())
+        let sent = match self {
+            Self::Peer(peer) => match kind {
+                Changed::Tools => peer.notify_tool_list_changed().await,
+                Changed::Prompts => peer.notify_prompt_list_changed().await,
+                Changed::Resources => peer.notify_resource_list_changed().await,
             }
-            (Self::Listen(sink), Changed::Tools) => sink.notify_tool_list_changed().await.map_err(|e| e.to_string()),
-            (Self::Listen(sink), Changed::Prompts) => {
-                sink.notify_prompt_list_changed().await.map_err(|e| e.to_string())
+            .map_err(NotSent::from),
+            Self::Listen(sink) => match kind {
+                Changed::Tools => sink.notify_tool_list_changed().await,
+                Changed::Prompts => sink.notify_prompt_list_changed().await,
+                Changed::Resources => sink.notify_resource_list_changed().await,
             }
-            (Self::Listen(sink), Changed::Resources) => {
-                sink.notify_resource_list_changed().await.map_err(|e| e.to_string())
-            }
+            .map_err(NotSent::from),
         };
         self.delivered(sent, "list_changed")
     }
@@ -50,13 +59,13 @@ impl Out {
             Self::Peer(peer) => peer
                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                 .await
-                .map_err(|e| e.to_string()),
-            Self::Listen(sink) => sink.notify_resource_updated(uri).await.map_err(|e| e.to_string()),
+                .map_err(NotSent::from),
+            Self::Listen(sink) => sink.notify_resource_updated(uri).await.map_err(NotSent::from),
         };
         self.delivered(sent, "resources/updated")
     }
 
-    fn delivered(&self, sent: Result<(), String>, what: &str) -> bool {
+    fn delivered(&self, sent: Result<(), NotSent>, what: &str) -> bool {
         match sent {
             Ok(()) => true,
             Err(error) => {

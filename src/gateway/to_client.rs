@@ -40,6 +40,15 @@ pub(crate) struct Channel {
     pub declared: ClientCapabilities,
 }
 
+/// Why a call's client cannot be asked a `what` request.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CannotAsk {
+    #[error("{what} cannot be forwarded: {}", SESSIONLESS)]
+    Sessionless { what: &'static str },
+    #[error("the gateway's client does not support {what} (it did not declare the capability)")]
+    Undeclared { what: &'static str },
+}
+
 /// Why a sessionless client over HTTP cannot be asked.
 const SESSIONLESS: &str = "the gateway's client is served over HTTP without a session, where its answer to a \
      request would arrive in a POST nothing routes to the waiting call; a client on protocol 2026-07-28 gets \
@@ -70,9 +79,9 @@ impl Channel {
 
     /// Whether the client can be asked at all (a `what` request: `elicitation`, `sampling`,
     /// `roots`); the reason it cannot otherwise.
-    pub fn can_ask(&self, what: &str) -> Result<(), String> {
+    pub fn can_ask(&self, what: &'static str) -> Result<(), CannotAsk> {
         if matches!(self.to_client, ToClient::Nobody) {
-            return Err(format!("{what} cannot be forwarded: {SESSIONLESS}"));
+            return Err(CannotAsk::Sessionless { what });
         }
         let declared = match what {
             "elicitation" => self.declared.elicitation.is_some(),
@@ -83,9 +92,7 @@ impl Channel {
         if declared {
             Ok(())
         } else {
-            Err(format!(
-                "the gateway's client does not support {what} (it did not declare the capability)"
-            ))
+            Err(CannotAsk::Undeclared { what })
         }
     }
 

@@ -156,7 +156,7 @@ async fn export(mut receiver: mpsc::Receiver<Finished>, destination: Destination
         pending.fetch_sub(count as usize, Ordering::AcqRel);
         if let Err(why) = sent {
             DROPPED.fetch_add(count, Ordering::Relaxed);
-            warned.tell(&why, dropped());
+            warned.tell(&why.to_string(), dropped());
         } else if dropped() > warned.told {
             warned.tell("the export queue was full", dropped());
         }
@@ -186,8 +186,17 @@ impl Warned {
     }
 }
 
-/// One export; the error says why it failed, without the collector's answer body.
-async fn send(client: &reqwest::Client, destination: &Destination, body: Vec<u8>) -> Result<(), String> {
+/// Why one export failed (never with the collector's answer body, nor its URL).
+#[derive(Debug, thiserror::Error)]
+enum ExportFailed {
+    #[error("the collector could not be reached ({0})")]
+    Unreachable(#[source] reqwest::Error),
+    #[error("the collector answered {0}")]
+    Refused(reqwest::StatusCode),
+}
+
+/// One export.
+async fn send(client: &reqwest::Client, destination: &Destination, body: Vec<u8>) -> Result<(), ExportFailed> {
     let response = client
         .post(destination.url.clone())
         .headers(destination.headers.clone())
@@ -195,12 +204,12 @@ async fn send(client: &reqwest::Client, destination: &Destination, body: Vec<u8>
         .body(body)
         .send()
         .await
-        .map_err(|error| format!("the collector could not be reached ({})", error.without_url()))?;
+        .map_err(|error| ExportFailed::Unreachable(error.without_url()))?;
     let status = response.status();
     if status.is_success() {
         Ok(())
     } else {
-        Err(format!("the collector answered {status}"))
+        Err(ExportFailed::Refused(status))
     }
 }
 

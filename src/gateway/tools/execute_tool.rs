@@ -124,7 +124,7 @@ fn requests_to_client(channel: Channel, server: &str, security: SecuritySpec) ->
                 _ => "this request",
             };
             if let Err(why) = channel.can_ask(what) {
-                return Err(ErrorData::invalid_request(why, None));
+                return Err(ErrorData::invalid_request(why.to_string(), None));
             }
             // Held until the client answers: it counts toward `maxConcurrent` meanwhile.
             let _admitted = forwarded::admit(&server, what, security.forwarded)?;
