@@ -15,7 +15,8 @@
 //! - at most [`MAX_PER_CALLER`] sessions per caller and [`MAX_SESSIONS`] in all; past either,
 //!   a new session is refused (429 / 503 with the reason);
 //! - a session idle for [`IDLE`] is closed (rmcp stops its worker then; its handle is removed
-//!   here so it counts no more).
+//!   here so it counts no more): found out when it is named again or when a new session would
+//!   open, never by a sweep on every request.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -81,17 +82,33 @@ impl Sessions {
             idle
         };
         for id in idle {
-            let manager = self.manager.clone();
-            tokio::spawn(async move {
-                let _ = manager.close_session(&id.into()).await;
-            });
+            self.close(id);
         }
     }
 
+    /// Close a forgotten session in rmcp's manager too (its worker stops on its own when
+    /// idle, but its handle stays there until closed).
+    fn close(&self, id: String) {
+        let manager = self.manager.clone();
+        tokio::spawn(async move {
+            let _ = manager.close_session(&id.into()).await;
+        });
+    }
+
     /// Whether `caller` may use the session `id`: its own, or one this process does not know
-    /// (rmcp answers that one 404 itself).
+    /// or has let go of for idleness (rmcp answers those 404 itself).
     fn check(&self, id: &str, caller: &str, now: Instant) -> bool {
-        match self.owners().get_mut(id) {
+        let mut owners = self.owners();
+        if owners
+            .get(id)
+            .is_some_and(|owned| now.duration_since(owned.seen) >= IDLE)
+        {
+            owners.remove(id);
+            drop(owners);
+            self.close(id.to_owned());
+            return true;
+        }
+        match owners.get_mut(id) {
             Some(owned) if owned.caller == caller => {
                 owned.seen = now;
                 true
@@ -125,7 +142,6 @@ impl Sessions {
 /// request's `Caller`).
 pub(super) async fn keep(State(sessions): State<Arc<Sessions>>, request: Request, next: Next) -> Response {
     let now = Instant::now();
-    sessions.prune(now);
     let caller = request
         .extensions()
         .get::<Caller>()
@@ -141,6 +157,8 @@ pub(super) async fn keep(State(sessions): State<Arc<Sessions>>, request: Request
             return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
         }
     } else if request.method() == Method::POST && !sessionless(&request) {
+        // Only a request that may open a session needs the count of those still open.
+        sessions.prune(now);
         if let Some((status, why)) = sessions.refusal(&caller) {
             return (status, why).into_response();
         }
@@ -206,5 +224,16 @@ mod tests {
         sessions.prune(now + IDLE);
         assert!(sessions.owners().is_empty(), "idle sessions are forgotten");
         assert!(sessions.refusal("alice").is_none());
+        // One named again after its idle time is let go, whoever names it (rmcp answers 404).
+        sessions.owners().insert(
+            "s2".into(),
+            Owned {
+                caller: "alice".into(),
+                seen: now,
+            },
+        );
+        assert!(!sessions.check("s2", "bob", now));
+        assert!(sessions.check("s2", "bob", now + IDLE));
+        assert!(sessions.owners().is_empty(), "the idle session is forgotten");
     }
 }
