@@ -66,6 +66,15 @@ impl Caller {
         }
     }
 
+    /// The identity of the caller a face left in an HTTP request's extensions, or the local
+    /// user's when there is none (no auth).
+    #[must_use]
+    pub fn identity_in(extensions: &http::Extensions) -> String {
+        extensions
+            .get::<Self>()
+            .map_or_else(|| Self::local().identity(), Self::identity)
+    }
+
     /// How the audit log and logs name the caller: `issuer#subject`, the subject alone, or
     /// `local`. Bounded, so a long claim cannot flood a log line, and inert: control and
     /// invisible characters (bidi overrides, which reorder what a person reads in the audit

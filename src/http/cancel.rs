@@ -19,8 +19,6 @@ use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::caller::Caller;
-
 /// Longest request id (as JSON text) tracked; a longer one is never cancelled this way.
 const MAX_ID_CHARS: usize = 256;
 
@@ -91,16 +89,6 @@ impl InFlight {
     }
 }
 
-/// Whose requests a cancellation may name: the caller's whole identity (issuer and subject),
-/// not its label, which is cut at 200 characters for logs — two callers alike that far
-/// would cancel each other's requests. `None` (no auth) is the one local user.
-#[must_use]
-pub fn whose(caller: Option<&Caller>) -> String {
-    caller.map_or_else(String::new, |caller| {
-        serde_json::json!([caller.issuer, caller.subject]).to_string()
-    })
-}
-
 /// The ids a message names: its own (a request), and the one it cancels.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Ids {
@@ -141,6 +129,7 @@ impl Ids {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::caller::Caller;
 
     #[test]
     fn a_cancellation_names_the_request_of_its_caller_only() {
@@ -167,12 +156,12 @@ mod tests {
             caller(format!("{}-two", "s".repeat(190))),
         );
         assert_eq!(one.label(), other.label(), "the labels are cut alike");
-        assert_ne!(whose(Some(&one)), whose(Some(&other)));
+        assert_ne!(one.identity(), other.identity());
         let in_flight = Arc::new(InFlight::default());
-        let mine = in_flight.register(whose(Some(&one)), "1".into()).unwrap();
-        assert!(!in_flight.cancel(whose(Some(&other)), "1".into()));
+        let mine = in_flight.register(one.identity(), "1".into()).unwrap();
+        assert!(!in_flight.cancel(other.identity(), "1".into()));
         assert!(!mine.token.is_cancelled());
-        assert_ne!(whose(None), whose(Some(&caller("local".into()))));
+        assert_ne!(Caller::local().identity(), caller("local".into()).identity());
     }
 
     #[test]

@@ -65,7 +65,9 @@ pub async fn observe(State(observer): State<Observer>, request: Request, next: N
     };
     let operation = Operation::of(&bytes);
     let ids = Ids::of(&bytes);
-    let caller = super::cancel::whose(parts.extensions.get::<crate::caller::Caller>());
+    // The whole identity, not the label cut for logs: two callers alike that far would
+    // cancel each other's requests.
+    let caller = crate::caller::Caller::identity_in(&parts.extensions);
     let mut span = engine
         .tracer()
         .map(|tracer| server_span(&tracer, &parts, &bytes, operation, ids.id.as_deref()));

@@ -142,10 +142,7 @@ impl Sessions {
 /// request's `Caller`).
 pub(super) async fn keep(State(sessions): State<Arc<Sessions>>, request: Request, next: Next) -> Response {
     let now = Instant::now();
-    let caller = request
-        .extensions()
-        .get::<Caller>()
-        .map_or_else(|| Caller::local().identity(), Caller::identity);
+    let caller = Caller::identity_in(request.extensions());
     let named = request
         .headers()
         .get(SESSION_HEADER)
