@@ -88,6 +88,11 @@ export interface DiscoveryConfig {
    * `_meta`: off unless `endpoint` is set.
    */
   telemetry?: TelemetrySpec
+  /**
+   * The store replicas share (Redis, Valkey): catalog, vectors, pins, sign-ins, per-user
+   * tokens, rate limits. Off unless `url` is set: everything stays in this process.
+   */
+  store?: StoreSpec
 }
 
 /**
@@ -369,6 +374,31 @@ export type SourceEntry = SourceType | {
 
 /** A client whose config `sources` can import. */
 export type SourceType = "claude-desktop" | "claude-code" | "cursor" | "vscode" | "windsurf" | "zed" | "docker-mcp" | "custom"
+
+/**
+ * `discovery.store`: a Redis-protocol server (Redis, Valkey) that replicas of one gateway
+ * share: catalog snapshots, semantic vectors, trust pins, sign-in state, per-user downstream
+ * tokens, rate-limit buckets. Without it everything stays in this process and its cache
+ * folder.
+ */
+export interface StoreSpec {
+  /**
+   * `redis://[user:password@]host[:port][/db]` or `rediss://…` (TLS). Usually a reference
+   * (`${ANYGPT_STORE_URL}`) so the password stays out of the file; kept out of every log.
+   */
+  url?: string | null
+  /**
+   * The key that seals tokens at rest in the store (AES-256-GCM): 32 bytes, base64
+   * (`openssl rand -base64 32`), usually `${ANYGPT_STORE_KEY}` from a Kubernetes Secret. Every
+   * replica needs the same one. Without it nothing secret is written to the store.
+   */
+  key?: string | null
+  /**
+   * Prefix of every key and channel (default `anygpt`): gateways of different teams can
+   * share one server under different prefixes.
+   */
+  prefix?: string | null
+}
 
 /**
  * `discovery.telemetry`: OpenTelemetry traces over OTLP/HTTP JSON, off unless `endpoint` is

@@ -70,6 +70,7 @@ pub mod secrets;
 pub(crate) mod setup;
 pub mod shutdown;
 pub mod stats;
+pub mod store;
 pub mod telemetry;
 pub(crate) mod text;
 pub mod trust;

@@ -18,6 +18,7 @@ mod load;
 pub mod locate;
 mod schema;
 pub mod sources;
+pub mod store;
 mod telemetry;
 mod validate;
 
@@ -37,6 +38,7 @@ pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
 pub use schema::json_schema;
+pub use store::StoreSpec;
 pub use telemetry::TelemetrySpec;
 
 /// Default per-call timeout (DESIGN §6).
@@ -103,6 +105,10 @@ pub struct DiscoverySection {
     /// `_meta`: off unless `endpoint` is set.
     #[serde(default, skip_serializing_if = "is_default")]
     pub telemetry: TelemetrySpec,
+    /// The store replicas share (Redis, Valkey): catalog, vectors, pins, sign-ins, per-user
+    /// tokens, rate limits. Off unless `url` is set: everything stays in this process.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub store: StoreSpec,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -126,6 +132,7 @@ impl Default for DiscoverySection {
             registry: None,
             http: HttpSpec::default(),
             telemetry: TelemetrySpec::default(),
+            store: StoreSpec::default(),
         }
     }
 }
@@ -805,6 +812,15 @@ impl Config {
         if let Some(endpoint) = &mut telemetry.endpoint {
             *endpoint = crate::secrets::redact_url(endpoint);
         }
+        let store = &mut section.store;
+        if let Some(url) = &mut store.url {
+            *url = crate::secrets::redact_url(url);
+        }
+        if let Some(key) = &mut store.key {
+            if !crate::secrets::is_single_reference(key) {
+                crate::secrets::MASK.clone_into(key);
+            }
+        }
         let mut shown = serde_json::json!({ "discovery": section });
         // Anything else that quotes a secret already registered (a description, a `cwd`).
         crate::secrets::scrub_json(&mut shown);
@@ -834,6 +850,7 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
         return Err(err("discovery.maxResultBytes".into(), "must be greater than 0".into()));
     }
     section.telemetry.check().map_err(|(path, reason)| err(path, reason))?;
+    section.store.check().map_err(|(path, reason)| err(path, reason))?;
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
         let at = format!("discovery.servers[{i}]");
@@ -1127,7 +1144,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry"
+             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry, store"
         );
     }
 
