@@ -14,6 +14,7 @@ mod dto;
 mod execute;
 mod exposed;
 mod offers;
+mod shared;
 mod state;
 mod trust;
 mod validate;
@@ -144,6 +145,24 @@ impl Engine {
     pub fn start_only(&self, servers: &[&str]) {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.ensure_started_only(Some(servers.iter().map(|&s| s.to_owned()).collect()));
+    }
+
+    /// The store replicas share (`discovery.store`), or this process's own map without one.
+    #[must_use]
+    pub fn store(&self) -> crate::store::Store {
+        self.current().shared.store.clone()
+    }
+
+    /// The store's health as this process saw it last.
+    #[must_use]
+    pub fn store_health(&self) -> crate::store::Health {
+        self.current().shared.health()
+    }
+
+    /// Why this replica is not ready because of its store (see `engine::shared`), if so.
+    #[must_use]
+    pub fn store_not_ready(&self) -> Option<String> {
+        self.current().shared.not_ready()
     }
 
     /// Where the config came from: a file path, or `<object>`/`<defaults>`.

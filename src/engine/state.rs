@@ -25,6 +25,7 @@ use crate::search::{self, IndexedCatalog};
 use crate::trust::pins::Pins;
 use crate::upstream::{Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamError, UpstreamEvent};
 
+use super::shared::Shared;
 use super::validate;
 
 /// Snapshots read ahead of the indexing (parsed tool lists waiting in memory).
@@ -72,6 +73,8 @@ pub(super) struct State {
     pub tools_changed: Arc<watch::Sender<()>>,
     /// Traces (`discovery.telemetry`), when on; kept across reloads that do not change it.
     pub tracer: Option<crate::telemetry::Tracer>,
+    /// The store replicas share, or this process's map (kept across reloads).
+    pub shared: Arc<Shared>,
 }
 
 impl State {
@@ -80,7 +83,16 @@ impl State {
         let dial = Dial::new(config_dir(&config.origin));
         let upstream = Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone());
         let catalog = empty_catalog(&config);
-        Self::assemble(config, upstream, events, catalog, Arc::new(watch::channel(()).0), None)
+        let shared = Arc::new(Shared::open(&config.discovery.store));
+        Self::assemble(
+            config,
+            upstream,
+            events,
+            catalog,
+            Arc::new(watch::channel(()).0),
+            None,
+            shared,
+        )
     }
 
     /// The state for `config` that takes over from this one: servers launched the same way
@@ -102,6 +114,7 @@ impl State {
             &config,
             &changes.kept,
         );
+        self.shared.check_reload(&config.discovery.store);
         let next = Self::assemble(
             config,
             upstream,
@@ -109,6 +122,7 @@ impl State {
             catalog,
             self.tools_changed.clone(),
             self.tracer.as_ref(),
+            self.shared.clone(),
         );
         (next, changes)
     }
@@ -120,6 +134,7 @@ impl State {
         catalog: IndexedCatalog,
         tools_changed: Arc<watch::Sender<()>>,
         tracer: Option<&crate::telemetry::Tracer>,
+        shared: Arc<Shared>,
     ) -> Self {
         // Secrets are known from the moment a config is, before any server launches or logs;
         // in one batch, so the scrubber's automaton is built once, not once per server. Server
@@ -156,6 +171,7 @@ impl State {
             indexed: watch::channel(false).0,
             tools_changed,
             tracer,
+            shared,
         }
     }
 

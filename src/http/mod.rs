@@ -12,8 +12,8 @@
 //!   [`Caller`](crate::caller::Caller) of each request; its RFC 9728 metadata is served at
 //!   the well-known paths.
 //!   Host and Origin allow-lists are always on (`guard`).
-//! - `/healthz`: the process answers. `/readyz`: config loaded and catalog indexed (503 with
-//!   a JSON reason until then, and while draining).
+//! - `/healthz`: the process answers. `/readyz`: config loaded, catalog indexed and, with a
+//!   shared store, read from it once (503 with a JSON reason until then, and while draining).
 //! - `/metrics`: Prometheus text (`metrics`).
 //!
 //! [`bind`] checks the address (a non-loopback one needs auth) and binds it; [`Bound::serve`]
@@ -321,15 +321,21 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 /// Ready once the config is loaded (it is: the engine exists) and the catalog snapshots are
-/// indexed, so a search answers from every server known at start; not while draining.
+/// indexed, so a search answers from every server known at start — with a shared store, once
+/// the catalog was read from it (a store that goes down later leaves the replica ready,
+/// serving from memory; the body says so); not while draining.
 async fn readyz(State(face): State<Face>) -> Response {
+    let store_not_ready = face.engine.store_not_ready();
     let (ready, reason) = if face.draining.load(Ordering::Acquire) {
-        (false, Some("shutting down: draining calls in flight"))
+        (false, Some("shutting down: draining calls in flight".to_owned()))
     } else if !face.engine.is_indexed() {
-        (false, Some("the tool catalog is still being indexed"))
+        (false, Some("the tool catalog is still being indexed".to_owned()))
+    } else if let Some(why) = store_not_ready {
+        (false, Some(why))
     } else {
         (true, None)
     };
+    let store = face.engine.store_health();
     let servers = face.engine.server_statuses();
     let connected = servers.iter().filter(|s| s.status == ServerStatus::Connected).count();
     let body = serde_json::json!({
@@ -337,6 +343,7 @@ async fn readyz(State(face): State<Face>) -> Response {
         "reason": reason,
         "servers": servers.len(),
         "connected": connected,
+        "store": store.shared.then_some(store),
     });
     let status = if ready {
         StatusCode::OK
