@@ -268,6 +268,21 @@ export interface OAuthSpec {
    * pre-registered client allows one redirect URI only: `http://127.0.0.1:<port>/callback`.
    */
   redirectPort?: number | null
+  /**
+   * Each caller signs in with their own account (`serve --http` with `auth.issuers`): the
+   * gateway keeps one connection per caller, each with that caller's token, never one
+   * shared sign-in. A call by someone not signed in yet answers with a link to
+   * `<publicUrl origin>/connect/<server>` (a URL-mode elicitation) that runs the sign-in in
+   * their browser; tokens are kept sealed in `discovery.store` per (issuer, subject,
+   * server). The tool list is that of the first caller who connected, or the declared
+   * `tools`.
+   */
+  perUser?: boolean
+  /**
+   * With `perUser`: most connections to this server kept open at once (one per caller;
+   * the least recently used closes first). Default 64.
+   */
+  maxUserConnections?: number | null
 }
 
 /** `discovery.security.onToolChange`. */

@@ -454,6 +454,38 @@ pub struct OAuthSpec {
     /// pre-registered client allows one redirect URI only: `http://127.0.0.1:<port>/callback`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redirect_port: Option<u16>,
+    /// Each caller signs in with their own account (`serve --http` with `auth.issuers`): the
+    /// gateway keeps one connection per caller, each with that caller's token, never one
+    /// shared sign-in. A call by someone not signed in yet answers with a link to
+    /// `<publicUrl origin>/connect/<server>` (a URL-mode elicitation) that runs the sign-in in
+    /// their browser; tokens are kept sealed in `discovery.store` per (issuer, subject,
+    /// server). The tool list is that of the first caller who connected, or the declared
+    /// `tools`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_user: bool,
+    /// With `perUser`: most connections to this server kept open at once (one per caller;
+    /// the least recently used closes first). Default 64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_user_connections: Option<u32>,
+}
+
+/// Connections one per-user server keeps open unless `maxUserConnections` says.
+pub const DEFAULT_MAX_USER_CONNECTIONS: u32 = 64;
+
+impl OAuthSpec {
+    /// Most per-caller connections of a per-user server.
+    #[must_use]
+    pub fn max_user_connections(&self) -> usize {
+        self.max_user_connections.unwrap_or(DEFAULT_MAX_USER_CONNECTIONS).max(1) as usize
+    }
+}
+
+impl ServerSpec {
+    /// Whether each caller connects to this server with their own credentials.
+    #[must_use]
+    pub fn is_per_user(&self) -> bool {
+        self.connection.oauth.as_ref().is_some_and(|o| o.per_user)
+    }
 }
 
 /// `connection.oauth.grant`.
@@ -865,6 +897,7 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
             ));
         }
     }
+    check_per_user_servers(section).map_err(|(path, reason)| err(path, reason))?;
     let mut rules = Vec::with_capacity(section.tool_rules.len());
     for (i, spec) in section.tool_rules.iter().enumerate() {
         let at = format!("discovery.toolRules[{i}]");
@@ -1010,6 +1043,12 @@ pub(crate) fn validate_server(server: &ServerSpec, at: &str) -> std::result::Res
 /// `connection.oauth`: only http servers sign in, and the client-credentials grant needs the
 /// client's id and secret.
 fn check_oauth(oauth: &OAuthSpec, kind: TransportKind, at: &str) -> Result<(), (String, String)> {
+    if oauth.per_user && kind != TransportKind::Http {
+        return Err((
+            format!("{at}.perUser"),
+            "per-user credentials are for remote `http` servers (a local process has no accounts to sign in to): set `type: \"http\"` and `url`, or remove `perUser`".into(),
+        ));
+    }
     if kind != TransportKind::Http {
         return Err((
             at.to_owned(),
@@ -1028,11 +1067,65 @@ fn check_oauth(oauth: &OAuthSpec, kind: TransportKind, at: &str) -> Result<(), (
             "a `clientSecret` needs the `clientId` it belongs to".into(),
         ));
     }
+    if oauth.per_user {
+        check_per_user(oauth, at)?;
+    }
     if let Some(url) = &oauth.client_metadata_url {
         if !url.starts_with("https://") {
             return Err((
                 format!("{at}.clientMetadataUrl"),
                 "must be an https:// URL (a Client ID Metadata Document)".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `oauth.perUser`: a person signs in, so no client-credentials grant, and the sign-in comes
+/// back to the gateway's `/connect/callback`, never to a loopback port.
+fn check_per_user(oauth: &OAuthSpec, at: &str) -> Result<(), (String, String)> {
+    if oauth.grant == OAuthGrant::ClientCredentials {
+        return Err((
+            format!("{at}.perUser"),
+            "`perUser` needs each person's own sign-in; `clientCredentials` signs in as the gateway: remove one".into(),
+        ));
+    }
+    if oauth.redirect_port.is_some() {
+        return Err((
+            format!("{at}.redirectPort"),
+            "a `perUser` sign-in returns to the gateway's `/connect/callback`, not a loopback port: remove `redirectPort` (register `<publicUrl origin>/connect/callback` with a pre-registered client)".into(),
+        ));
+    }
+    if oauth.max_user_connections == Some(0) {
+        return Err((format!("{at}.maxUserConnections"), "must be greater than 0".into()));
+    }
+    Ok(())
+}
+
+/// Per-user servers need callers who are someone: `discovery.http.auth.issuers` (a static
+/// bearer token names nobody), and no fixed `Authorization` header (that would be one shared
+/// credential).
+fn check_per_user_servers(section: &DiscoverySection) -> Result<(), (String, String)> {
+    for (i, server) in section.servers.iter().enumerate() {
+        if !server.is_per_user() {
+            continue;
+        }
+        let at = format!("discovery.servers[{i}].connection");
+        if server
+            .connection
+            .headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return Err((
+                format!("{at}.headers.Authorization"),
+                "a `perUser` server gets each caller's own token; a fixed Authorization header would be shared by all: remove it".into(),
+            ));
+        }
+        if section.http.auth.as_ref().is_none_or(|auth| auth.issuers.is_empty()) {
+            return Err((
+                format!("{at}.oauth.perUser"),
+                "per-user credentials need callers the gateway knows: configure `discovery.http.auth.issuers` (team sign-in) and serve with `serve --http`, or remove `perUser`".into(),
             ));
         }
     }
@@ -1284,6 +1377,58 @@ mod tests {
             json!({ "type": "http", "url": "https://h/mcp", "oauth": { "clientMetadataUrl": "http://h/c.json" } })
         )
         .contains("must be an https:// URL"));
+    }
+
+    #[test]
+    fn per_user_credentials_need_an_http_server_and_team_sign_in() {
+        let team = json!({ "auth": { "issuers": [{ "issuer": "https://id.example", "jwksUri": "https://id.example/jwks" }] } });
+        let with = |connection: Value, http: &Value| {
+            Config::from_value(
+                json!({ "discovery": { "http": http, "servers": [{ "name": "gh", "connection": connection }] } }),
+                "x",
+            )
+        };
+        let per_user = json!({ "type": "http", "url": "https://h/mcp", "oauth": { "perUser": true } });
+        let config = with(per_user.clone(), &team).unwrap();
+        assert!(config.servers()[0].is_per_user());
+        assert_eq!(
+            config.servers()[0].connection.oauth.as_ref().unwrap().max_user_connections(),
+            DEFAULT_MAX_USER_CONNECTIONS as usize
+        );
+        let error = with(per_user, &json!({})).unwrap_err().to_string();
+        assert!(
+            error.contains("discovery.servers[0].connection.oauth.perUser: per-user credentials need callers")
+                && error.contains("discovery.http.auth.issuers"),
+            "{error}"
+        );
+        let error = with(json!({ "command": "x", "oauth": { "perUser": true } }), &team)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("oauth.perUser: per-user credentials are for remote `http` servers"),
+            "{error}"
+        );
+        let error = with(
+            json!({ "type": "http", "url": "https://h/mcp", "headers": { "Authorization": "Bearer x" }, "oauth": { "perUser": true } }),
+            &team,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("headers.Authorization: a `perUser` server"), "{error}");
+        let error = with(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "perUser": true, "grant": "clientCredentials", "clientId": "c", "clientSecret": "s" } }),
+            &team,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("`perUser` needs each person's own sign-in"), "{error}");
+        let error = with(
+            json!({ "type": "http", "url": "https://h/mcp", "oauth": { "perUser": true, "maxUserConnections": 0 } }),
+            &team,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("maxUserConnections: must be greater than 0"), "{error}");
     }
 
     /// Every validation message, exactly as a user reads it: file, path inside it, the fix.
