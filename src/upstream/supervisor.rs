@@ -42,6 +42,8 @@ use super::listing::{Listing, ListingNotes};
 use super::lock;
 use crate::config::ServerSpec;
 
+mod users;
+
 /// How many starts may hold a slot at once. With [`SLOT_BUDGET`] this paces starts (at most
 /// about 16 new ones a second) rather than capping how many run: a slow `npx` start goes on
 /// without its slot, so with hundreds of servers dozens may be starting together.
@@ -394,6 +396,9 @@ pub(crate) struct Handle<C: Connector> {
     /// What the newest listing of its tools left out (dropped tools, a cut at the cap).
     left_out: Arc<Mutex<ListingNotes>>,
     inner: Mutex<Inner<C::Session>>,
+    /// A per-user server's connections, one per caller (`users`); this handle itself never
+    /// connects then.
+    users: Option<users::Users<C>>,
 }
 
 impl<C: Connector> std::fmt::Debug for Handle<C> {
@@ -487,6 +492,10 @@ impl<C: Connector> Supervisor<C> {
             if !specs.iter().any(|s| s.name == old.spec.name) {
                 changes.stopped.push(old.spec.name.clone());
             }
+            // A per-user server's connections go with it.
+            for user in old.users.iter().flat_map(users::Users::drain) {
+                retiring.spawn(user.retire());
+            }
             retiring.spawn(old.clone().retire());
         }
         drop(retiring);
@@ -523,7 +532,13 @@ impl<C: Connector> Supervisor<C> {
         self.shared.shutdown.cancel();
         let mut retiring = std::mem::take(&mut *lock(&self.shared.retiring));
         let mut ending = tokio::task::JoinSet::new();
-        for handle in &self.handles {
+        let users: Vec<_> = self
+            .handles
+            .iter()
+            .filter_map(|h| h.users.as_ref())
+            .flat_map(users::Users::drain)
+            .collect();
+        for handle in self.handles.iter().chain(&users) {
             let live = {
                 let mut inner = handle.lock();
                 inner.attempt += 1;
@@ -538,7 +553,7 @@ impl<C: Connector> Supervisor<C> {
             }
         }
         let deadline = Instant::now() + CLOSE_WAIT;
-        for handle in &self.handles {
+        for handle in self.handles.iter().chain(&users) {
             let left = deadline.saturating_duration_since(Instant::now());
             handle.wait_settled(left).await;
         }
@@ -580,7 +595,44 @@ impl<C: Connector> Handle<C> {
                 attempt: 0,
                 settled_once: false,
             }),
+            users: spec.is_per_user().then(|| {
+                users::Users::new(
+                    spec.connection
+                        .oauth
+                        .as_ref()
+                        .map_or(1, crate::config::OAuthSpec::max_user_connections),
+                )
+            }),
         })
+    }
+
+    /// Whether this handle stands for a per-user server, whose calls go through
+    /// [`Handle::for_caller`].
+    #[must_use]
+    pub fn is_per_user(&self) -> bool {
+        self.users.is_some()
+    }
+
+    /// The connection of the caller `identity` to this per-user server, opened with `token`
+    /// (see `users`); `None` when this is not a per-user server or `token` is not a bearer
+    /// token (RFC 6750). Not started: a call connects it.
+    #[must_use]
+    pub fn for_caller(self: &Arc<Self>, identity: &str, token: &str) -> Option<Arc<Self>> {
+        let users = self.users.as_ref()?;
+        if !users::is_bearer_token(token) {
+            return None;
+        }
+        let (handle, retired) = users.get_or_make(identity, token, || {
+            let spec = users::caller_spec(&self.spec, token);
+            Self::new(&spec, Some(self.idle_timeout_ms.load(Ordering::Relaxed)), &self.shared)
+        });
+        if !retired.is_empty() {
+            let mut retiring = lock(&self.shared.retiring);
+            for old in retired {
+                retiring.spawn(old.retire());
+            }
+        }
+        Some(handle)
     }
 
     fn idle_timeout(&self) -> Duration {
@@ -669,6 +721,9 @@ impl<C: Connector> Handle<C> {
 
     /// Start connecting in the background unless a session is open or starting.
     pub fn start(self: &Arc<Self>) {
+        if self.is_per_user() {
+            return;
+        }
         let mut inner = self.lock();
         if matches!(*self.state.borrow(), ServerState::Idle | ServerState::Draining) {
             self.begin_connect(&mut inner);
@@ -804,6 +859,11 @@ impl<C: Connector> Handle<C> {
 
     /// The live session, connecting (or reconnecting a closed one) first.
     async fn session(self: &Arc<Self>) -> Result<Arc<C::Session>, UpstreamError> {
+        if self.is_per_user() {
+            return Err(UpstreamError::Failed {
+                reason: "each caller connects to this server with their own sign-in; prompts and resources of per-user servers are not served".to_owned(),
+            });
+        }
         let mut changes = self.state.subscribe();
         loop {
             {

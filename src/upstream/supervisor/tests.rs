@@ -514,3 +514,118 @@ async fn a_kept_server_that_failed_as_configured_is_tried_again() {
     assert_eq!(changes.kept, ["a"]);
     assert_eq!(handle.state(), ServerState::Idle);
 }
+
+fn per_user_spec(name: &str, cap: u32) -> ServerSpec {
+    serde_json::from_value(serde_json::json!({
+        "name": name,
+        "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true, "maxUserConnections": cap } },
+    }))
+    .unwrap()
+}
+
+fn per_user_setup(cap: u32) -> Setup {
+    let fake = Arc::new(Fake::default());
+    let ended = Arc::new(AtomicUsize::new(0));
+    let supervisor = Supervisor::new(
+        &[per_user_spec("gh", cap), spec("shared", 60_000)],
+        Scripted(fake.clone(), ended.clone()),
+        None,
+        Arc::default(),
+    );
+    Setup {
+        supervisor,
+        fake,
+        ended,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_per_user_server_connects_once_per_caller_with_that_callers_token() {
+    let s = per_user_setup(8);
+    let gh = s.supervisor.get("gh").unwrap().clone();
+    assert!(gh.is_per_user());
+    assert!(
+        !s.supervisor.get("shared").unwrap().is_per_user(),
+        "others keep one pool"
+    );
+    // The server's own handle never connects.
+    gh.start();
+    assert_eq!(gh.state(), ServerState::Idle);
+    let call = gh
+        .call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await;
+    assert!(matches!(call, Err(CallError::Connect(UpstreamError::Failed { .. }))));
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 0);
+
+    let alice = gh.for_caller("alice", "alice-token-1").unwrap();
+    assert_eq!(
+        alice.spec.connection.headers.get("Authorization").map(String::as_str),
+        Some("Bearer alice-token-1")
+    );
+    assert!(alice.spec.connection.oauth.is_none(), "no shared sign-in of its own");
+    assert!(Arc::ptr_eq(&alice, &gh.for_caller("alice", "alice-token-1").unwrap()));
+    let bob = gh.for_caller("bob", "bob-token-1").unwrap();
+    assert!(!Arc::ptr_eq(&alice, &bob), "never shared across callers");
+    assert_eq!(
+        bob.spec.connection.headers.get("Authorization").map(String::as_str),
+        Some("Bearer bob-token-1")
+    );
+    alice
+        .call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    bob.call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2, "one connection per caller");
+    alice
+        .call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2, "reused");
+
+    // A new token (refreshed) opens a new connection; the old one is retired and closed.
+    let renewed = gh.for_caller("alice", "alice-token-2").unwrap();
+    assert!(!Arc::ptr_eq(&alice, &renewed));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1, "the old connection closed");
+    // Anything a header or `${VAR}` would read as more than a token is refused.
+    assert!(gh.for_caller("alice", "x\r\nHost: evil").is_none());
+    assert!(gh.for_caller("alice", "${HOME}").is_none());
+    assert!(s.supervisor.get("shared").unwrap().for_caller("alice", "t").is_none());
+    s.supervisor.close().await;
+    // The renewed handle never connected: bob's is the one left to end.
+    assert_eq!(
+        s.ended.load(Ordering::SeqCst),
+        2,
+        "close ends every caller's connection"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_per_user_server_keeps_at_most_its_cap_closing_the_least_recently_used() {
+    let s = per_user_setup(2);
+    let gh = s.supervisor.get("gh").unwrap().clone();
+    let a = gh.for_caller("a", "token-a").unwrap();
+    a.call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let b = gh.for_caller("b", "token-b").unwrap();
+    b.call(CallToolRequestParams::new("t"), Duration::from_secs(5), None)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // `a` used again: `b` is now the least recently used.
+    assert!(Arc::ptr_eq(&a, &gh.for_caller("a", "token-a").unwrap()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let _c = gh.for_caller("c", "token-c").unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(gh.users.as_ref().unwrap().len(), 2);
+    assert_eq!(s.ended.load(Ordering::SeqCst), 1, "b's connection closed");
+    assert!(Arc::ptr_eq(&a, &gh.for_caller("a", "token-a").unwrap()), "a kept");
+    assert!(
+        !Arc::ptr_eq(&b, &gh.for_caller("b", "token-b").unwrap()),
+        "b opens anew"
+    );
+}
