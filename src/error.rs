@@ -111,6 +111,11 @@ pub enum Error {
         tool: String,
         answer: crate::confirm::Answer,
     },
+    /// A per-user server (`connection.oauth.perUser`) the caller has not signed in to yet:
+    /// `link` starts their sign-in (`/connect/<server>?state=…`, made absolute by the HTTP face
+    /// that knows its address). The call did not reach the server.
+    #[error("server `{server}` needs your own sign-in: open {link} in your browser, sign in, then call the tool again (the link works once, for 10 minutes)")]
+    SignInRequired { server: String, link: String },
     /// A request other than a tool call (a prompt, a resource read, a completion) failed at
     /// the server that owns it: the server's own error.
     #[error("{method} on server `{server}` failed: {source}")]
@@ -161,7 +166,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Self::Configuration { .. } => ErrorCode::ConfigurationError,
-            Self::ServerConnection { .. } => ErrorCode::ServerConnectionError,
+            Self::ServerConnection { .. } | Self::SignInRequired { .. } => ErrorCode::ServerConnectionError,
             Self::ServerNotFound { .. } => ErrorCode::ServerNotFound,
             Self::ToolNotFound { .. } => ErrorCode::ToolNotFound,
             Self::ToolDisabled { .. } => ErrorCode::ToolDisabled,
@@ -188,6 +193,7 @@ impl Error {
     pub fn subject(&self) -> (Option<&str>, Option<&str>) {
         match self {
             Self::ServerConnection { server, .. }
+            | Self::SignInRequired { server, .. }
             | Self::ServerNotFound { server, .. }
             | Self::Request { server, .. } => (Some(server), None),
             Self::ToolNotFound { server, tool, .. }

@@ -1110,6 +1110,12 @@ fn check_per_user_servers(section: &DiscoverySection) -> Result<(), (String, Str
         if !server.is_per_user() {
             continue;
         }
+        if server.name == "callback" {
+            return Err((
+                format!("discovery.servers[{i}].name"),
+                "a `perUser` server may not be named `callback` (its sign-in page would be the gateway's /connect/callback): rename it".into(),
+            ));
+        }
         let at = format!("discovery.servers[{i}].connection");
         if server
             .connection
@@ -1392,7 +1398,12 @@ mod tests {
         let config = with(per_user.clone(), &team).unwrap();
         assert!(config.servers()[0].is_per_user());
         assert_eq!(
-            config.servers()[0].connection.oauth.as_ref().unwrap().max_user_connections(),
+            config.servers()[0]
+                .connection
+                .oauth
+                .as_ref()
+                .unwrap()
+                .max_user_connections(),
             DEFAULT_MAX_USER_CONNECTIONS as usize
         );
         let error = with(per_user, &json!({})).unwrap_err().to_string();

@@ -2,6 +2,7 @@
 //! trust (`discovery.security`), schema, call through the handle, cap the result; and the
 //! audit record of it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
@@ -29,6 +30,14 @@ impl State {
     ) -> Result<CallToolResult> {
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
+        // A per-user server is called through the caller's own connection.
+        let own;
+        let handle = if handle.is_per_user() {
+            own = self.caller_connection(handle, caller).await?;
+            &own
+        } else {
+            handle
+        };
         // This call needs the server: a sign-in it asks for may open the browser, and one a
         // background connect did not start starts now.
         let _sign_in = crate::upstream::sign_in_wanted(server);
@@ -113,6 +122,47 @@ impl State {
         Ok(result)
     }
 
+    /// `caller`'s own connection to the per-user server `handle` stands for, with their token;
+    /// without one, [`Error::SignInRequired`] with a new sign-in link.
+    async fn caller_connection(&self, handle: &Arc<Server>, caller: &Caller) -> Result<Arc<Server>> {
+        use crate::upstream::per_user;
+        let name = handle.spec.name.as_str();
+        let store = &self.shared.store;
+        let unreachable = |detail: String| Error::ServerConnection {
+            server: name.to_owned(),
+            source: UpstreamError::NeedsSignIn { detail },
+        };
+        match per_user::token(store, &handle.spec, caller).await {
+            Ok(Some(token)) => {
+                let own = handle.for_caller(&caller.identity(), &token).ok_or_else(|| {
+                    unreachable("the authorization server issued a token that is not a bearer token (RFC 6750)".into())
+                })?;
+                own.start();
+                Ok(own)
+            }
+            Ok(None) => {
+                let state = per_user::begin(store, name, caller)
+                    .await
+                    .map_err(|e| unreachable(e.to_string()))?;
+                Err(Error::SignInRequired {
+                    server: name.to_owned(),
+                    link: connect_path(name, &state),
+                })
+            }
+            Err(error) => Err(unreachable(error.to_string())),
+        }
+    }
+
+    /// Whether `caller` holds a usable token for the per-user server `server` (refreshed if
+    /// due): a call now would run.
+    pub(super) async fn has_own_token(&self, caller: &Caller, server: &str) -> bool {
+        let Ok(handle) = self.server(server) else { return false };
+        matches!(
+            crate::upstream::per_user::token(&self.shared.store, &handle.spec, caller).await,
+            Ok(Some(_))
+        )
+    }
+
     // One argument per field of the audit line.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn audit(
@@ -141,6 +191,26 @@ impl State {
             );
         }
     }
+}
+
+/// The gateway path that starts a sign-in to the per-user server `server` for the link's
+/// `state` (`http::connect`).
+pub(crate) fn connect_path(server: &str, state: &str) -> String {
+    format!("/connect/{}?state={state}", utf8_percent_encode(server))
+}
+
+/// `text` with everything but unreserved characters percent-encoded (a server name may hold
+/// any character but `:` and whitespace).
+fn utf8_percent_encode(text: &str) -> String {
+    use std::fmt::Write;
+    text.bytes().fold(String::with_capacity(text.len()), |mut out, b| {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+        out
+    })
 }
 
 /// A debug line per call: the argument keys, as the audit log has them; values only under

@@ -527,6 +527,22 @@ impl Engine {
         }
     }
 
+    /// Whether `caller` holds a usable token for the per-user server `server` (one signed in
+    /// through `/connect` since the call that asked): a call now would run.
+    pub async fn has_own_token(&self, caller: &Caller, server: &str) -> bool {
+        let state = self.current();
+        state.has_own_token(caller, server).await
+    }
+
+    /// The launch spec of the per-user server `server` (`connection.oauth.perUser`), if there
+    /// is one by that name.
+    #[must_use]
+    pub(crate) fn per_user_spec(&self, server: &str) -> Option<crate::config::ServerSpec> {
+        let state = self.current();
+        let handle = state.server(server).ok()?;
+        handle.is_per_user().then(|| handle.spec.clone())
+    }
+
     /// Add one call to the statistics.
     fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, elapsed: Duration) {
         let outcome = match outcome {

@@ -29,11 +29,13 @@ pub(crate) mod meta_tool;
 mod offers;
 mod rounds;
 mod server;
+mod sign_in;
 mod to_client;
 mod tools;
 mod wire;
 
 pub use meta_tool::{definitions, MetaTool, Rejected};
 pub use server::{serve, serve_stdio, Gateway};
+pub use sign_in::SignInOrigin;
 /// Longest request accepted from a client, on stdio (a line) and over HTTP (a body).
 pub(crate) use wire::MAX_LINE_BYTES as MAX_REQUEST_BYTES;

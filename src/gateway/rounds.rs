@@ -149,10 +149,12 @@ impl Rounds {
             cancel: cancel.clone(),
             progress: Some(progress_into(progress.clone())),
             trace: trace.parent(),
+            sign_in_origin: super::sign_in::SignInOrigin::of_request(&context.extensions),
         };
         let (engine, caller) = (engine.clone(), caller.clone());
         let done = tokio::spawn(async move {
-            let outcome = call.run(&engine, &caller, leg).await;
+            // Boxed: the engine's call is a large future.
+            let outcome = Box::pin(call.run(&engine, &caller, leg)).await;
             trace.end(&outcome);
             outcome.unwrap_or_else(|error| error_result(&error))
         });
@@ -376,6 +378,11 @@ fn random_bytes<const N: usize>() -> [u8; N] {
         .fill(&mut bytes)
         .expect("the system's random source works");
     bytes
+}
+
+/// A random id (hex of 16 bytes).
+pub(crate) fn random_id() -> String {
+    hex(&random_bytes::<16>())
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -23,6 +23,7 @@
 
 pub mod auth;
 mod cancel;
+mod connect;
 mod fair;
 mod guard;
 mod metrics;
@@ -225,6 +226,8 @@ struct Face {
     mcp_stop: CancellationToken,
     /// The `Host` allow-list rmcp applies to `/mcp`, for `/metrics` without auth.
     hosts: guard::Hosts,
+    /// Where sign-in links of per-user servers are served (`connect`).
+    origin: Arc<str>,
 }
 
 impl Face {
@@ -258,6 +261,15 @@ impl Face {
             cut,
             mcp_stop,
             hosts: guard::Hosts::new(&hosts),
+            origin: match guard::public_url(spec)? {
+                Some(url) => format!(
+                    "{}://{}",
+                    url.scheme_str().unwrap_or("https"),
+                    url.authority().map_or("", |a| a.as_str())
+                )
+                .into(),
+                None => format!("http://{bound}").into(),
+            },
         })
     }
 }
@@ -273,7 +285,10 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
         body_idle,
         engine: face.engine.clone(),
     };
-    let mut mcp = Router::new().route_service("/mcp", face.mcp.clone());
+    let mut mcp = Router::new()
+        .route_service("/mcp", face.mcp.clone())
+        // Where the gateway tells callers to sign in to per-user servers (`connect`).
+        .layer(Extension(crate::gateway::SignInOrigin(face.origin.clone())));
     if let Some(sessions) = &face.sessions {
         // Inside `observe` and authentication: it reads the caller the latter proved.
         mcp = mcp.layer(axum::middleware::from_fn_with_state(sessions.clone(), sessions::keep));
@@ -308,11 +323,17 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
             )),
         ),
     };
+    // A browser follows sign-in links: no bearer token, the link's one-use state is the authority.
+    let connect = connect::router(&face.engine, face.origin.clone()).layer(axum::middleware::from_fn_with_state(
+        face.hosts.clone(),
+        guard::check_host,
+    ));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .with_state(face.clone())
         .merge(metrics)
+        .merge(connect)
         .merge(mcp)
 }
 

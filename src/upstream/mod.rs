@@ -53,6 +53,7 @@ pub use error::UpstreamError;
 pub(crate) use lines::MAX_LINE_BYTES as MAX_MESSAGE_BYTES;
 pub use listing::{as_listed, DroppedTool, ListingNotes};
 pub(crate) use oauth::keychain::Keychain;
+pub(crate) use oauth::per_user;
 pub(crate) use oauth::{
     forget as forget_sign_in, is_waiting as sign_in_waiting, sign_in_wanted, stored_sign_ins, StoredSignIn,
 };

@@ -14,6 +14,7 @@ use crate::engine::{Engine, ExecuteOptions, ProgressSink, ProgressUpdate};
 use crate::error::{Error, Result};
 use crate::gateway::bound::{cut_text, FIELD_BYTES, FORWARDED_REQUEST_BYTES};
 use crate::gateway::forwarded;
+use crate::gateway::sign_in::{self, SignIn, SignInOrigin};
 use crate::gateway::to_client::Channel;
 use tokio_util::sync::CancellationToken;
 
@@ -75,6 +76,7 @@ impl ExecuteTool {
             cancel: context.ct.clone(),
             progress: progress_to_client(context),
             trace: trace.parent(),
+            sign_in_origin: SignInOrigin::of_request(&context.extensions),
         };
         // Boxed: the engine's call is a large future, and every meta-tool's dispatch holds it.
         let outcome = Box::pin(self.run(engine, caller, leg)).await;
@@ -84,6 +86,7 @@ impl ExecuteTool {
 
     /// Run the call, asking its client through `leg.channel`.
     pub(crate) async fn run(self, engine: &Engine, caller: &Caller, leg: Leg) -> Result<CallToolResult> {
+        let (channel, cancel) = (leg.channel.clone(), leg.cancel.clone());
         let options = ExecuteOptions {
             timeout_ms: checked_timeout(self.timeout_ms)?,
             cancel: Some(leg.cancel),
@@ -95,9 +98,32 @@ impl ExecuteTool {
         // named, checked and bounded (`gateway::forwarded`).
         let forwarder = requests_to_client(leg.channel, &self.server, engine.security());
         let _forwarding = crate::upstream::forward_requests(&self.server, &caller.identity(), forwarder);
-        engine
-            .execute(caller, &self.server, &self.tool, self.arguments, options)
-            .await
+        let outcome = engine
+            .execute(
+                caller,
+                &self.server,
+                &self.tool,
+                self.arguments.clone(),
+                options.clone(),
+            )
+            .await;
+        // A per-user server the caller has not signed in to: put the link to them, and run the
+        // call once they have (`gateway::sign_in`).
+        let Err(Error::SignInRequired { server, link }) = &outcome else {
+            return outcome;
+        };
+        let link = match &leg.sign_in_origin {
+            Some(origin) => format!("{origin}{link}"),
+            None => link.clone(),
+        };
+        match sign_in::ask(engine, caller, &channel, (server, &link), &cancel).await {
+            SignIn::Done => {
+                engine
+                    .execute(caller, &self.server, &self.tool, self.arguments, options)
+                    .await
+            }
+            SignIn::Answer(result) => Ok(result),
+        }
     }
 }
 
@@ -108,6 +134,8 @@ pub(crate) struct Leg {
     pub cancel: CancellationToken,
     pub progress: Option<ProgressSink>,
     pub trace: Option<crate::telemetry::SpanContext>,
+    /// Where sign-in links of per-user servers are served (`gateway::sign_in`).
+    pub sign_in_origin: Option<String>,
 }
 
 /// Forward `server`'s request to the client, when the client declared the capability it needs

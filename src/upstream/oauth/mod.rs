@@ -31,6 +31,7 @@
 
 mod browser;
 pub(crate) mod keychain;
+pub(crate) mod per_user;
 mod store;
 
 use std::collections::HashMap;
@@ -48,7 +49,7 @@ use super::error::UpstreamError;
 use crate::config::{expand, OAuthGrant, OAuthSpec};
 
 pub(crate) use store::TokenStore;
-use store::{Location, RegisteredClient};
+use store::{register_secrets, Location, RegisteredClient};
 
 /// What a server's status and errors start with while it waits for a person to sign in.
 pub(crate) const NEEDS_SIGN_IN: &str = "needs sign-in";

@@ -362,7 +362,7 @@ fn remove_file(path: &Path) -> std::io::Result<bool> {
 }
 
 /// The access and refresh tokens of `credentials` as secrets of `server`.
-fn register_secrets(server: &str, credentials: &StoredCredentials) {
+pub(super) fn register_secrets(server: &str, credentials: &StoredCredentials) {
     let Some(tokens) = &credentials.token_response else {
         return;
     };

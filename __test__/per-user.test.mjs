@@ -1,0 +1,223 @@
+// Per-user downstream credentials (`connection.oauth.perUser`), end to end: two `serve --http`
+// replicas sharing a real redis-server, one downstream MCP server behind OAuth (the oauth
+// fixture with its login page, recording which user's bearer each request carries), two team
+// users (alice, bob) with JWTs from a key this test makes. A call by someone not signed in
+// answers a URL-mode elicitation to `/connect/<server>` (an `inputRequests` entry for a
+// 2026-07-28 client), the browser steps (fetch, answering the fixture's login page) run on the
+// OTHER replica, and the retried call on the first runs with that user's own token. Each user's
+// calls reach the server with their own token only; a used or made-up link is refused; a
+// client that cannot open links gets the link in a tool error; no token reaches a log.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { answerOf, bin, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
+
+const ISSUER = 'https://id.per-user.test';
+const AUDIENCE = 'anygpt-per-user-test';
+const OPENS_LINKS = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
+
+function accessToken(key, subject) {
+  const now = Math.floor(Date.now() / 1000);
+  return signedJwt(key, { iss: ISSUER, sub: subject, aud: AUDIENCE, iat: now, exp: now + 600 });
+}
+
+/** A child process that printed `pattern` on `stream`, or a rejection with what it printed. */
+function started(child, stream, pattern) {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`not started: ${output}`)), 15_000);
+    child[stream].on('data', (chunk) => {
+      output += chunk;
+      const found = pattern.exec(output);
+      if (found) {
+        clearTimeout(timer);
+        resolve(found);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}: ${output}`)));
+  });
+}
+
+/** `execute_tool` of the fixture's `whoami` as a 2026-07-28 client of `token`; its JSON-RPC answer. */
+async function whoami(url, token, more = {}) {
+  const params = { name: 'execute_tool', arguments: { server: 'team-gh', tool: 'whoami' }, _meta: OPENS_LINKS, ...more };
+  return answerOf(await raw2026(url, 'tools/call', params, { authorization: `Bearer ${token}` }));
+}
+
+/** The one question of an input-required result: its key, the request, the state. */
+function question(answer) {
+  assert.equal(answer.result?.resultType, 'input_required', JSON.stringify(answer));
+  const keys = Object.keys(answer.result.inputRequests);
+  assert.equal(keys.length, 1, JSON.stringify(answer.result));
+  return { key: keys[0], request: answer.result.inputRequests[keys[0]], state: answer.result.requestState };
+}
+
+/**
+ * What a person's browser does with a sign-in link on `base` (another replica's origin put in
+ * place of the link's): follow it to the fixture's login page, sign in there as `user`, follow
+ * the redirect back to the gateway's callback. The last page's status and text.
+ */
+async function signInWithBrowser(link, base, user) {
+  const start = new URL(link);
+  const onReplica = new URL(start.pathname + start.search, base);
+  const toAuthorize = await fetch(onReplica, { redirect: 'manual' });
+  assert.equal(toAuthorize.status, 302, await toAuthorize.text());
+  const login = await fetch(toAuthorize.headers.get('location'));
+  const form = await login.text();
+  assert.match(form, /<form method="get" action="\/authorize\/approve">/);
+  const approve = new URL('/authorize/approve', toAuthorize.headers.get('location'));
+  for (const [, name, value] of form.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) {
+    approve.searchParams.set(name, value.replace(/&#(\d+);/g, (_, c) => String.fromCharCode(Number(c))));
+  }
+  approve.searchParams.set('user', user);
+  const back = await fetch(approve, { redirect: 'manual' });
+  assert.equal(back.status, 302);
+  const callback = new URL(back.headers.get('location'));
+  assert.equal(callback.origin, new URL(base).origin, 'the authorization server sends the browser back to the replica it came through');
+  const done = await fetch(callback);
+  return { status: done.status, text: await done.text() };
+}
+
+describe('per-user credentials: each caller signs in to the downstream server with their own account', () => {
+  const dir = tempDir('anygpt-per-user-');
+  const key = signingKey('per-user-key-1');
+  const alice = accessToken(key, 'alice');
+  const bob = accessToken(key, 'bob');
+  let redis;
+  let fixture;
+  let fixtureBase;
+  let a;
+  let b;
+
+  async function replica(config) {
+    const child = spawn(process.execPath, [bin, 'serve', '--http', '127.0.0.1:0', '--config', config], {
+      env: isolatedEnv(),
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    return listening(child);
+  }
+
+  before(async () => {
+    const redisPort = await freePort();
+    redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
+    await started(redis, 'stdout', /Ready to accept connections/);
+    fixture = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
+      env: { ...process.env, LOGIN_PAGE: '1' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [, port] = await started(fixture, 'stdout', /listening (\d+)/);
+    fixtureBase = `http://127.0.0.1:${port}`;
+    const jwks = join(dir, 'jwks.json');
+    writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
+    const config = writeConfig(
+      {
+        discovery: {
+          servers: [{ name: 'team-gh', connection: { type: 'http', url: `${fixtureBase}/mcp`, oauth: { perUser: true } } }],
+          http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, audience: AUDIENCE }] } },
+          store: { url: `redis://127.0.0.1:${redisPort}`, key: randomBytes(32).toString('base64') },
+        },
+      },
+      dir,
+    );
+    [a, b] = await Promise.all([replica(config), replica(config)]);
+  });
+
+  after(async () => {
+    for (const child of [a?.child, b?.child]) child?.kill('SIGTERM');
+    await Promise.all([a?.exit, b?.exit]);
+    fixture?.kill('SIGTERM');
+    redis?.kill('SIGTERM');
+    if (fixture) await exited(fixture);
+    if (redis) await exited(redis);
+  });
+
+  test("alice's call asks her to sign in; she signs in through the other replica; the retried call runs with her token", async () => {
+    const first = await whoami(a.url, alice);
+    const { key: asked, request, state } = question(first);
+    assert.equal(request.method, 'elicitation/create');
+    assert.equal(request.params.mode, 'url');
+    const link = request.params.url;
+    assert.match(link, new RegExp(`^${a.base}/connect/team-gh\\?state=[0-9a-f]{64}$`), link);
+
+    const page = await signInWithBrowser(link, b.base, 'alice');
+    assert.equal(page.status, 200, page.text);
+    assert.match(page.text, /Signed in to team-gh\. Go back to your client/);
+
+    const done = await whoami(a.url, alice, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state });
+    assert.equal(done.result?.resultType ?? 'complete', 'complete', JSON.stringify(done));
+    assert.equal(done.result.isError, undefined, JSON.stringify(done));
+    assert.equal(done.result.content[0].text, 'signed-in user alice');
+    // Her next calls, on either replica, run at once.
+    for (const replica of [a, b]) {
+      const again = await whoami(replica.url, alice);
+      assert.equal(again.result?.content?.[0]?.text, 'signed-in user alice', JSON.stringify(again));
+    }
+
+    // The link was spent: it opens nothing again, on either replica.
+    for (const base of [a.base, b.base]) {
+      const replayed = await fetch(new URL(new URL(link).pathname + new URL(link).search, base), { redirect: 'manual' });
+      assert.equal(replayed.status, 400);
+      assert.match(await replayed.text(), /used already, has expired/);
+    }
+  });
+
+  test("bob never gets alice's connection or token: he is asked to sign in himself, and his calls carry his own token", async () => {
+    const first = await whoami(b.url, bob);
+    const { key: asked, request, state } = question(first);
+    const link = request.params.url;
+    assert.match(link, new RegExp(`^${b.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
+    const page = await signInWithBrowser(link, a.base, 'bob');
+    assert.equal(page.status, 200, page.text);
+    const done = await whoami(b.url, bob, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state });
+    assert.equal(done.result.content[0].text, 'signed-in user bob', JSON.stringify(done));
+    // Both, interleaved on both replicas: each with their own.
+    const answers = await Promise.all([whoami(a.url, alice), whoami(a.url, bob), whoami(b.url, alice), whoami(b.url, bob)]);
+    assert.deepEqual(
+      answers.map((answer) => answer.result?.content?.[0]?.text),
+      ['signed-in user alice', 'signed-in user bob', 'signed-in user alice', 'signed-in user bob'],
+    );
+    // Every MCP message the server got carried the token of a user who signed in, never none
+    // (the GETs without one are the sign-in's discovery, reading the server's 401 challenge).
+    const bearers = await (await fetch(`${fixtureBase}/admin/bearers`)).json();
+    const messages = bearers.filter((r) => r.method === 'POST');
+    assert.ok(messages.length >= 8, JSON.stringify(bearers));
+    assert.deepEqual([...new Set(messages.map((r) => r.user))].sort(), ['alice', 'bob'], JSON.stringify(bearers));
+  });
+
+  test('a made-up, misplaced or malformed link is refused, and nobody signs in with it', async () => {
+    const made = await fetch(`${a.base}/connect/team-gh?state=${'0'.repeat(64)}`, { redirect: 'manual' });
+    assert.equal(made.status, 400);
+    assert.match(await made.text(), /used already, has expired \(links last 10 minutes\), or is not one the gateway gave/);
+    const other = await fetch(`${a.base}/connect/nope?state=${'0'.repeat(64)}`, { redirect: 'manual' });
+    assert.equal(other.status, 404);
+    const twice = await fetch(`${a.base}/connect/team-gh?state=a&state=b`, { redirect: 'manual' });
+    assert.equal(twice.status, 400);
+    assert.match(await twice.text(), /`state` is given twice/);
+    const huge = await fetch(`${a.base}/connect/team-gh?state=${'a'.repeat(5000)}`, { redirect: 'manual' });
+    assert.equal(huge.status, 400);
+    const html = await fetch(`${a.base}/connect/%3Cscript%3E?state=x`, { redirect: 'manual' });
+    assert.equal(html.status, 404);
+    const text = await html.text();
+    assert.ok(!text.includes('<script>') && text.includes('&lt;script&gt;'), text);
+    const noFlow = await fetch(`${b.base}/connect/callback?code=c&state=${'1'.repeat(40)}`);
+    assert.equal(noFlow.status, 400);
+  });
+
+  test('a client that cannot open links gets the link in a tool error, and the call did not run', async () => {
+    const carol = accessToken(key, 'carol');
+    const answer = await whoami(a.url, carol, { _meta: { 'io.modelcontextprotocol/clientCapabilities': {} } });
+    assert.equal(answer.result?.isError, true, JSON.stringify(answer));
+    const body = JSON.parse(answer.result.content[0].text);
+    assert.equal(body.error.code, 'SERVER_CONNECTION_ERROR');
+    assert.match(body.error.message, new RegExp(`needs your own sign-in: open ${a.base}/connect/team-gh\\?state=[0-9a-f]{64} in your browser, sign in, then call the tool again`));
+  });
+
+  test('no downstream token reaches a log', () => {
+    for (const replica of [a, b]) assert.doesNotMatch(replica.stderr(), /\b(at|rt)-[A-Za-z0-9_-]{20,}/);
+  });
+});

@@ -1,0 +1,684 @@
+//! Per-user downstream credentials (`connection.oauth.perUser`): each caller's own token for a
+//! server, kept sealed in the store (`crate::store`) under (issuer, subject, server), and the
+//! browser sign-in that earns it, which the gateway's `/connect` routes run so that any replica
+//! completes it.
+//!
+//! The flow, every step's state in the store with a TTL of [`FLOW_TTL`] and taken (read and
+//! deleted in one step) when used, so it works once and on any replica:
+//! 1. a call by a caller without a token: [`begin`] keeps a random `state` bound to the caller
+//!    and the server; the call answers with `/connect/<server>?state=…`;
+//! 2. `/connect/<server>` ([`authorize`]): the state is taken; discovery as the shared sign-in
+//!    does it (rmcp: protected-resource metadata, then the authorization server's), the client
+//!    pre-registered or registered dynamically (kept in the store per authorization server and
+//!    redirect URI), the PKCE verifier kept under the authorization request's own `state`
+//!    ([`StoreStates`], rmcp's state store) beside the flow (who, which server, which client);
+//!    the browser goes to the authorization endpoint the discovery named, nowhere else;
+//! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the code exchanged
+//!    with the verifier, and the tokens kept sealed ([`StoreCredentials`]).
+//!
+//! A token about to expire is refreshed under a store lock (rmcp takes
+//! [`CredentialStore::acquire_refresh_guard`] around the refresh and its save), so two replicas
+//! never spend one refresh token together. Tokens register as secrets of their server when
+//! read or written: no log, audit line or answer shows them.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::Url;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, CredentialRefreshGuard, CredentialStore, OAuthClientConfig, StateStore,
+    StoredAuthorizationState, StoredCredentials,
+};
+use serde::{Deserialize, Serialize};
+
+use super::{auth_error_text, browser, register_secrets, Settings, CLIENT_NAME};
+use crate::caller::Caller;
+use crate::config::ServerSpec;
+use crate::store::{Lock, Store, StoreError};
+
+/// How long a sign-in link, and the sign-in it starts, stay usable.
+pub(crate) const FLOW_TTL: Duration = Duration::from_secs(10 * 60);
+/// A token this close to its expiry is refreshed before use.
+const REFRESH_AHEAD_SECS: u64 = 60;
+/// How long a refresh holds its lock at most (a replica that dies frees it then).
+const REFRESH_LOCK_TTL: Duration = Duration::from_secs(30);
+/// How long a refresh waits for another replica's refresh of the same token.
+const REFRESH_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a per-user credential could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum CredentialError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error(
+        "this sign-in link was used already, has expired (links last {} minutes), or is not one the gateway gave: call the tool again for a new link",
+        FLOW_TTL.as_secs() / 60
+    )]
+    UnknownState,
+    #[error("this sign-in link is for another server than `{0}`")]
+    OtherServer(String),
+    #[error("{server} needs each caller's own sign-in, and this call has no authenticated caller: call it through `serve --http` with a token from one of `discovery.http.auth.issuers`")]
+    NoCaller { server: String },
+    #[error("signing in to {server}: {reason}")]
+    Auth { server: String, reason: String },
+    #[error("{0} is not a per-user server of this gateway")]
+    NotPerUser(String),
+}
+
+impl CredentialError {
+    fn auth(server: &str, error: &AuthError) -> Self {
+        Self::Auth {
+            server: server.to_owned(),
+            reason: auth_error_text(error),
+        }
+    }
+}
+
+/// Where `caller`'s tokens for `server` are kept: the server's name (readable by an operator)
+/// and a digest of the whole (issuer, subject, server) — JSON, so no pair of values reads as
+/// another. The sealed value is bound to this name: moved under another caller's, it does not
+/// open.
+pub(crate) fn credential_key(store: &Store, caller: &Caller, server: &str) -> String {
+    let whole = serde_json::json!([caller.issuer, caller.subject, server]).to_string();
+    store.key(&["cred", server, &digest_hex(whole.as_bytes())])
+}
+
+fn digest_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut text, b| {
+            let _ = write!(text, "{b:02x}");
+            text
+        })
+}
+
+fn random_hex(bytes: usize) -> String {
+    use ring::rand::SecureRandom;
+    let mut buffer = vec![0u8; bytes];
+    ring::rand::SystemRandom::new()
+        .fill(&mut buffer)
+        .expect("the system's random source works");
+    hex(&buffer)
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
+}
+
+/// One caller's tokens for one server, in the store (rmcp's credential store).
+#[derive(Clone)]
+pub(crate) struct StoreCredentials {
+    store: Store,
+    key: String,
+    server: String,
+}
+
+impl StoreCredentials {
+    pub(crate) fn new(store: &Store, caller: &Caller, server: &str) -> Self {
+        Self {
+            store: store.clone(),
+            key: credential_key(store, caller, server),
+            server: server.to_owned(),
+        }
+    }
+}
+
+fn store_failed(error: &StoreError) -> AuthError {
+    AuthError::CredentialStoreError(error.to_string())
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for StoreCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let Some(bytes) = self.store.get_sealed(&self.key).await.map_err(|e| store_failed(&e))? else {
+            return Ok(None);
+        };
+        let Ok(credentials) = serde_json::from_slice::<StoredCredentials>(&bytes) else {
+            tracing::warn!(server = %self.server, "a stored per-user credential is unreadable: ignored");
+            return Ok(None);
+        };
+        register_secrets(&self.server, &credentials);
+        Ok(Some(credentials))
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        register_secrets(&self.server, &credentials);
+        let bytes = serde_json::to_vec(&credentials).map_err(|e| AuthError::InternalError(e.to_string()))?;
+        self.store
+            .set_sealed(&self.key, &bytes, None)
+            .await
+            .map_err(|e| store_failed(&e))
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.store.delete(&self.key).await.map_err(|e| store_failed(&e))
+    }
+
+    async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
+        let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
+        let name = format!("refresh:{}", digest_hex(self.key.as_bytes()));
+        loop {
+            match self.store.lock(&name, REFRESH_LOCK_TTL).await {
+                Ok(Some(lock)) => return Ok(Some(CredentialRefreshGuard::new(Held(Some(lock))))),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(None) => {
+                    return Err(AuthError::CredentialStoreError(format!(
+                        "another replica has been refreshing this token for over {} s",
+                        REFRESH_LOCK_WAIT.as_secs()
+                    )))
+                }
+                Err(error) => return Err(store_failed(&error)),
+            }
+        }
+    }
+}
+
+/// A refresh lock held until dropped (released in the background: a guard drops in sync code).
+struct Held(Option<Lock>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let (Some(lock), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
+            runtime.spawn(async move {
+                if let Err(error) = lock.release().await {
+                    tracing::debug!(%error, "a refresh lock is left to expire");
+                }
+            });
+        }
+    }
+}
+
+/// PKCE verifiers of sign-ins under way, in the store (rmcp's state store), sealed.
+#[derive(Clone)]
+pub(crate) struct StoreStates(Store);
+
+impl StoreStates {
+    fn key(&self, csrf: &str) -> String {
+        self.0.key(&["connect", "pkce", &digest_hex(csrf.as_bytes())])
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for StoreStates {
+    async fn save(&self, csrf_token: &str, state: StoredAuthorizationState) -> Result<(), AuthError> {
+        let bytes = serde_json::to_vec(&state).map_err(|e| AuthError::InternalError(e.to_string()))?;
+        self.0
+            .set_sealed(&self.key(csrf_token), &bytes, Some(FLOW_TTL))
+            .await
+            .map_err(|e| store_failed(&e))
+    }
+
+    async fn load(&self, csrf_token: &str) -> Result<Option<StoredAuthorizationState>, AuthError> {
+        let bytes = self
+            .0
+            .get_sealed(&self.key(csrf_token))
+            .await
+            .map_err(|e| store_failed(&e))?;
+        Ok(bytes.and_then(|b| serde_json::from_slice(&b).ok()))
+    }
+
+    async fn delete(&self, csrf_token: &str) -> Result<(), AuthError> {
+        self.0.delete(&self.key(csrf_token)).await.map_err(|e| store_failed(&e))
+    }
+}
+
+/// Who a sign-in link is for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Bound {
+    server: String,
+    issuer: Option<String>,
+    subject: Option<String>,
+}
+
+impl Bound {
+    fn caller(&self) -> Caller {
+        Caller {
+            issuer: self.issuer.clone(),
+            subject: self.subject.clone(),
+            ..Caller::default()
+        }
+    }
+}
+
+/// A sign-in under way, between the authorization request and its callback.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Flow {
+    bound: Bound,
+    client_id: String,
+    client_secret: Option<String>,
+    redirect_uri: String,
+}
+
+impl Flow {
+    /// The server the sign-in is for.
+    pub(crate) fn server(&self) -> &str {
+        &self.bound.server
+    }
+}
+
+/// A client registered dynamically for per-user sign-ins at one authorization server.
+#[derive(Serialize, Deserialize)]
+struct Registered {
+    client_id: String,
+    client_secret: Option<String>,
+}
+
+fn state_key(store: &Store, state: &str) -> String {
+    store.key(&["connect", "state", &digest_hex(state.as_bytes())])
+}
+
+fn flow_key(store: &Store, csrf: &str) -> String {
+    store.key(&["connect", "flow", &digest_hex(csrf.as_bytes())])
+}
+
+/// Where the client registered at `issuer` for `redirect_uri` is kept.
+fn client_key(store: &Store, issuer: &str, redirect_uri: &str) -> String {
+    let whole = serde_json::json!([issuer, redirect_uri]).to_string();
+    store.key(&["connect", "client", &digest_hex(whole.as_bytes())])
+}
+
+/// Where the secret of the client `client_id` registered at `issuer` is kept (what a refresh,
+/// which knows the client but not the redirect URI it was registered with, reads).
+fn secret_key(store: &Store, issuer: &str, client_id: &str) -> String {
+    let whole = serde_json::json!([issuer, client_id]).to_string();
+    store.key(&["connect", "secret", &digest_hex(whole.as_bytes())])
+}
+
+/// The access token `caller` has for `spec`'s server, refreshed first when it is about to
+/// expire; `None` when they must sign in (never did, or the refresh was refused).
+pub(crate) async fn token(
+    store: &Store,
+    spec: &ServerSpec,
+    caller: &Caller,
+) -> Result<Option<String>, CredentialError> {
+    if caller.is_local() {
+        return Err(CredentialError::NoCaller {
+            server: spec.name.clone(),
+        });
+    }
+    let credentials = StoreCredentials::new(store, caller, &spec.name);
+    let stored = credentials
+        .load()
+        .await
+        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
+    let Some(stored) = stored else { return Ok(None) };
+    let Some(response) = &stored.token_response else {
+        return Ok(None);
+    };
+    if let Some(fresh) = fresh_token(response, stored.token_received_at) {
+        return Ok(Some(fresh));
+    }
+    refresh(store, spec, credentials, &stored).await
+}
+
+/// The access token of `response` unless it expires within [`REFRESH_AHEAD_SECS`] (read
+/// through its JSON: rmcp does not re-export the `oauth2` trait that reads it).
+fn fresh_token(response: &rmcp::transport::auth::OAuthTokenResponse, received_at: Option<u64>) -> Option<String> {
+    let fields = serde_json::to_value(response).ok()?;
+    let token = fields.get("access_token")?.as_str()?.to_owned();
+    match (
+        fields.get("expires_in").and_then(serde_json::Value::as_u64),
+        received_at,
+    ) {
+        (Some(lifetime), Some(received)) => {
+            let expires = received.saturating_add(lifetime);
+            (now_secs().saturating_add(REFRESH_AHEAD_SECS) < expires).then_some(token)
+        }
+        _ => Some(token),
+    }
+}
+
+/// Refresh `stored` through rmcp (under the store lock); `None` when the authorization server
+/// refused: the caller signs in again.
+async fn refresh(
+    store: &Store,
+    spec: &ServerSpec,
+    credentials: StoreCredentials,
+    stored: &StoredCredentials,
+) -> Result<Option<String>, CredentialError> {
+    let server = spec.name.as_str();
+    let fail = |e: &AuthError| CredentialError::auth(server, e);
+    let settings = Settings::from_spec(spec.connection.oauth.as_ref()).map_err(|e| CredentialError::Auth {
+        server: server.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut manager = manager_for(spec).await.map_err(|e| fail(&e))?;
+    let secret = match (&settings.client_id, &settings.client_secret) {
+        (Some(_), secret) => secret.clone(),
+        (None, _) => registered_secret(store, stored).await,
+    };
+    let mut config = OAuthClientConfig::new(stored.client_id.clone(), super::UNUSED_REDIRECT);
+    if let Some(secret) = secret {
+        config = config.with_client_secret(secret);
+    }
+    manager.configure_client(config).map_err(|e| fail(&e))?;
+    manager.set_credential_store(credentials);
+    match manager.get_access_token().await {
+        Ok(token) => Ok(Some(token)),
+        Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => Ok(None),
+        Err(error) => Err(fail(&error)),
+    }
+}
+
+/// The secret of the dynamically registered client `stored` was issued to, if kept.
+async fn registered_secret(store: &Store, stored: &StoredCredentials) -> Option<String> {
+    let issuer = stored.issuer.as_deref()?;
+    let bytes = store
+        .get_sealed(&secret_key(store, issuer, &stored.client_id))
+        .await
+        .ok()??;
+    String::from_utf8(bytes).ok()
+}
+
+/// A manager for `spec`'s server with its authorization server's metadata.
+async fn manager_for(spec: &ServerSpec) -> Result<AuthorizationManager, AuthError> {
+    let url = crate::config::expand::expand_env(spec.connection.url.as_deref().unwrap_or_default())
+        .map_err(|e| AuthError::InternalError(format!("url: {e}")))?;
+    let mut manager = AuthorizationManager::new_allowing_private_addresses(url.as_str()).await?;
+    let resolution = manager.resolve_metadata().await?;
+    manager.set_metadata(resolution.metadata);
+    Ok(manager)
+}
+
+/// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`].
+pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Result<String, CredentialError> {
+    if caller.is_local() {
+        return Err(CredentialError::NoCaller {
+            server: server.to_owned(),
+        });
+    }
+    let state = random_hex(32);
+    let bound = Bound {
+        server: server.to_owned(),
+        issuer: caller.issuer.clone(),
+        subject: caller.subject.clone(),
+    };
+    let bytes = serde_json::to_vec(&bound).expect("a bound state serializes");
+    store
+        .set_sealed(&state_key(store, &state), &bytes, Some(FLOW_TTL))
+        .await?;
+    Ok(state)
+}
+
+/// `/connect/<server>?state=…`: take the link's state (one use) and start the authorization
+/// request; the address of the authorization endpoint to send the browser to.
+pub(crate) async fn authorize(
+    store: &Store,
+    spec: &ServerSpec,
+    state: &str,
+    redirect_uri: &str,
+) -> Result<String, CredentialError> {
+    let server = spec.name.as_str();
+    let bytes = store
+        .take_sealed(&state_key(store, state))
+        .await?
+        .ok_or(CredentialError::UnknownState)?;
+    let bound: Bound = serde_json::from_slice(&bytes).map_err(|_| CredentialError::UnknownState)?;
+    if bound.server != server {
+        return Err(CredentialError::OtherServer(server.to_owned()));
+    }
+    if !spec.is_per_user() {
+        return Err(CredentialError::NotPerUser(server.to_owned()));
+    }
+    let fail = |e: &AuthError| CredentialError::auth(server, e);
+    let settings = Settings::from_spec(spec.connection.oauth.as_ref()).map_err(|e| CredentialError::Auth {
+        server: server.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut manager = manager_for(spec).await.map_err(|e| fail(&e))?;
+    let metadata = manager.resolve_metadata().await.map_err(|e| fail(&e))?.metadata;
+    // Checked before registering a client there: a page we would not open makes it useless.
+    browser::SignInPage::check(server, &metadata.authorization_endpoint).map_err(|e| fail(&e))?;
+    let endpoint = metadata.authorization_endpoint.clone();
+    manager.set_metadata(metadata.clone());
+    let issuer = super::registration_key(&metadata);
+    let (client_id, client_secret) = match &settings.client_id {
+        Some(id) => (id.clone(), settings.client_secret.clone()),
+        None => registered_client(store, server, &mut manager, &settings, &issuer, redirect_uri)
+            .await
+            .map_err(|e| fail(&e))?,
+    };
+    let mut config = OAuthClientConfig::new(client_id.clone(), redirect_uri);
+    if let Some(secret) = &client_secret {
+        config = config.with_client_secret(secret.clone());
+    }
+    manager.configure_client(config).map_err(|e| fail(&e))?;
+    manager.set_state_store(StoreStates(store.clone()));
+    let scopes = if settings.scopes.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        settings.scopes.clone()
+    };
+    let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let address = manager.get_authorization_url(&scopes).await.map_err(|e| fail(&e))?;
+    let page = browser::SignInPage::check(server, &address).map_err(|e| fail(&e))?;
+    if !same_endpoint(page.as_str(), &endpoint) {
+        return Err(CredentialError::Auth {
+            server: server.to_owned(),
+            reason: "the authorization address is not the discovered authorization endpoint".into(),
+        });
+    }
+    let csrf = Url::parse(page.as_str())
+        .ok()
+        .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
+        .ok_or_else(|| CredentialError::Auth {
+            server: server.to_owned(),
+            reason: "the authorization URL has no state".into(),
+        })?;
+    let flow = Flow {
+        bound,
+        client_id,
+        client_secret,
+        redirect_uri: redirect_uri.to_owned(),
+    };
+    let bytes = serde_json::to_vec(&flow).expect("a flow serializes");
+    store
+        .set_sealed(&flow_key(store, &csrf), &bytes, Some(FLOW_TTL))
+        .await?;
+    Ok(page.as_str().to_owned())
+}
+
+/// Whether `address` is `endpoint` with a query added (same origin and path).
+fn same_endpoint(address: &str, endpoint: &str) -> bool {
+    match (Url::parse(address), Url::parse(endpoint)) {
+        (Ok(a), Ok(e)) => a.origin() == e.origin() && a.path() == e.path(),
+        _ => false,
+    }
+}
+
+/// The client registered before at `issuer` for `redirect_uri`, else a new registration, kept.
+async fn registered_client(
+    store: &Store,
+    server: &str,
+    manager: &mut AuthorizationManager,
+    settings: &Settings,
+    issuer: &str,
+    redirect_uri: &str,
+) -> Result<(String, Option<String>), AuthError> {
+    let key = client_key(store, issuer, redirect_uri);
+    if let Ok(Some(bytes)) = store.get_sealed(&key).await {
+        if let Ok(client) = serde_json::from_slice::<Registered>(&bytes) {
+            if let Some(secret) = &client.client_secret {
+                crate::secrets::register(server, [secret.clone()]);
+            }
+            return Ok((client.client_id, client.client_secret));
+        }
+    }
+    let scopes = if settings.scopes.is_empty() {
+        manager.select_initial_scopes(&[]).await
+    } else {
+        settings.scopes.clone()
+    };
+    let scopes: Vec<&str> = scopes.iter().map(String::as_str).collect();
+    let name = settings.client_name.as_deref().unwrap_or(CLIENT_NAME);
+    let config = manager
+        .register_client(name, redirect_uri, &scopes)
+        .await
+        .map_err(|e| AuthError::RegistrationFailed(format!("Dynamic registration failed: {e}")))?;
+    let client = Registered {
+        client_id: config.client_id.clone(),
+        client_secret: config.client_secret.clone(),
+    };
+    let bytes = serde_json::to_vec(&client).expect("a client serializes");
+    // Two replicas registering at once: each uses its own; the last kept is reused later.
+    let kept = async {
+        if let Some(secret) = &client.client_secret {
+            crate::secrets::register(server, [secret.clone()]);
+            store
+                .set_sealed(&secret_key(store, issuer, &client.client_id), secret.as_bytes(), None)
+                .await?;
+        }
+        store.set_sealed(&key, &bytes, None).await
+    };
+    if let Err(error) = kept.await {
+        tracing::warn!(%server, "the registered client is not kept: {error}");
+    }
+    Ok((client.client_id, client.client_secret))
+}
+
+/// `/connect/callback`: the sign-in the authorization request's `state` names, taken (one use).
+pub(crate) async fn take_flow(store: &Store, csrf: &str) -> Result<Flow, CredentialError> {
+    let bytes = store
+        .take_sealed(&flow_key(store, csrf))
+        .await?
+        .ok_or(CredentialError::UnknownState)?;
+    serde_json::from_slice(&bytes).map_err(|_| CredentialError::UnknownState)
+}
+
+/// Exchange the callback's `code` (with the PKCE verifier kept under `csrf`) for the flow's
+/// caller's tokens, kept sealed.
+pub(crate) async fn exchange(
+    store: &Store,
+    spec: &ServerSpec,
+    flow: &Flow,
+    code: &str,
+    csrf: &str,
+    issuer: Option<&str>,
+) -> Result<(), CredentialError> {
+    let server = spec.name.as_str();
+    let fail = |e: &AuthError| CredentialError::auth(server, e);
+    if !spec.is_per_user() {
+        return Err(CredentialError::NotPerUser(server.to_owned()));
+    }
+    let mut manager = manager_for(spec).await.map_err(|e| fail(&e))?;
+    let mut config = OAuthClientConfig::new(flow.client_id.clone(), flow.redirect_uri.clone());
+    if let Some(secret) = &flow.client_secret {
+        config = config.with_client_secret(secret.clone());
+    }
+    manager.configure_client(config).map_err(|e| fail(&e))?;
+    manager.set_state_store(StoreStates(store.clone()));
+    manager.set_credential_store(StoreCredentials::new(store, &flow.bound.caller(), server));
+    manager
+        .exchange_code_for_token_with_issuer(code, csrf, issuer)
+        .await
+        .map_err(|e| fail(&e))?;
+    tracing::info!(%server, caller = %flow.bound.caller().label(), "signed in (per-user credentials)");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(issuer: &str, subject: &str) -> Caller {
+        Caller {
+            issuer: Some(issuer.into()),
+            subject: Some(subject.into()),
+            ..Caller::default()
+        }
+    }
+
+    #[test]
+    fn a_credential_key_is_one_per_issuer_subject_and_server_and_names_no_one() {
+        let store = Store::memory();
+        let alice = credential_key(&store, &caller("https://id.example", "alice"), "gh");
+        assert!(
+            alice.starts_with(&format!("{}:cred:gh:", crate::config::store::DEFAULT_PREFIX)),
+            "{alice}"
+        );
+        assert!(!alice.contains("alice") && !alice.contains("id.example"), "{alice}");
+        assert_eq!(
+            alice,
+            credential_key(&store, &caller("https://id.example", "alice"), "gh")
+        );
+        assert_ne!(
+            alice,
+            credential_key(&store, &caller("https://id.example", "bob"), "gh")
+        );
+        assert_ne!(
+            alice,
+            credential_key(&store, &caller("https://other.example", "alice"), "gh")
+        );
+        assert_ne!(
+            alice,
+            credential_key(&store, &caller("https://id.example", "alice"), "jira")
+        );
+        // No split of the same characters between issuer and subject names the same key.
+        assert_ne!(
+            credential_key(&store, &caller("a", "bc"), "gh"),
+            credential_key(&store, &caller("ab", "c"), "gh")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_sign_in_link_works_once_and_only_for_its_server() {
+        let store = Store::memory();
+        let alice = caller("https://id.example", "alice");
+        let state = begin(&store, "gh", &alice).await.unwrap();
+        assert_eq!(state.len(), 64);
+        assert_ne!(state, begin(&store, "gh", &alice).await.unwrap(), "random per link");
+        let spec: ServerSpec = serde_json::from_value(serde_json::json!({
+            "name": "jira", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true } }
+        }))
+        .unwrap();
+        // Another server's link is refused (and spent).
+        let other = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback").await;
+        assert!(matches!(other, Err(CredentialError::OtherServer(_))), "{other:?}");
+        let again = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback").await;
+        assert!(matches!(again, Err(CredentialError::UnknownState)), "{again:?}");
+        let made_up = authorize(&store, &spec, &"0".repeat(64), "http://127.0.0.1/connect/callback").await;
+        assert!(matches!(made_up, Err(CredentialError::UnknownState)), "{made_up:?}");
+        assert!(matches!(
+            begin(&store, "gh", &Caller::local()).await,
+            Err(CredentialError::NoCaller { .. })
+        ));
+    }
+
+    #[tokio::test]
+    async fn tokens_are_kept_per_caller_and_a_fresh_one_is_used_as_it_is() {
+        let store = Store::memory();
+        let (alice, bob) = (caller("i", "alice"), caller("i", "bob"));
+        let response = serde_json::from_value(serde_json::json!({
+            "access_token": "alice-access-token-0123456789", "token_type": "Bearer", "expires_in": 3600
+        }))
+        .unwrap();
+        let credentials = StoredCredentials::new("client".into(), Some(response), vec![], Some(now_secs()));
+        StoreCredentials::new(&store, &alice, "gh")
+            .save(credentials)
+            .await
+            .unwrap();
+        let spec: ServerSpec = serde_json::from_value(serde_json::json!({
+            "name": "gh", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true } }
+        }))
+        .unwrap();
+        assert_eq!(
+            token(&store, &spec, &alice).await.unwrap().as_deref(),
+            Some("alice-access-token-0123456789")
+        );
+        assert_eq!(token(&store, &spec, &bob).await.unwrap(), None, "bob never signed in");
+        assert_eq!(
+            crate::secrets::scrub("sent alice-access-token-0123456789"),
+            "sent ***",
+            "a token is a secret once read or written"
+        );
+    }
+}
