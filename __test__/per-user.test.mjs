@@ -42,8 +42,8 @@ function started(child, stream, pattern) {
 }
 
 /** `execute_tool` of the fixture's `whoami` as a 2026-07-28 client of `token`; its JSON-RPC answer. */
-async function whoami(url, token, more = {}) {
-  const params = { name: 'execute_tool', arguments: { server: 'team-gh', tool: 'whoami' }, _meta: OPENS_LINKS, ...more };
+async function whoami(url, token, more = {}, server = 'team-gh') {
+  const params = { name: 'execute_tool', arguments: { server, tool: 'whoami' }, _meta: OPENS_LINKS, ...more };
   return answerOf(await raw2026(url, 'tools/call', params, { authorization: `Bearer ${token}` }));
 }
 
@@ -89,6 +89,8 @@ describe('per-user credentials: each caller signs in to the downstream server wi
   let redis;
   let fixture;
   let fixtureBase;
+  let shortLived; // the same fixture with access tokens that last 3 s
+  let shortBase;
   let a;
   let b;
 
@@ -112,12 +114,21 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     });
     const [, port] = await started(fixture, 'stdout', /listening (\d+)/);
     fixtureBase = `http://127.0.0.1:${port}`;
+    shortLived = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
+      env: { ...process.env, LOGIN_PAGE: '1', ACCESS_LIFETIME_S: '3' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const [, shortPort] = await started(shortLived, 'stdout', /listening (\d+)/);
+    shortBase = `http://127.0.0.1:${shortPort}`;
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
     const config = writeConfig(
       {
         discovery: {
-          servers: [{ name: 'team-gh', connection: { type: 'http', url: `${fixtureBase}/mcp`, oauth: { perUser: true } } }],
+          servers: [
+            { name: 'team-gh', connection: { type: 'http', url: `${fixtureBase}/mcp`, oauth: { perUser: true } } },
+            { name: 'short', connection: { type: 'http', url: `${shortBase}/mcp`, oauth: { perUser: true } } },
+          ],
           http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, audience: AUDIENCE }] } },
           store: { url: `redis://127.0.0.1:${redisPort}`, key: randomBytes(32).toString('base64') },
         },
@@ -131,8 +142,10 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     for (const child of [a?.child, b?.child]) child?.kill('SIGTERM');
     await Promise.all([a?.exit, b?.exit]);
     fixture?.kill('SIGTERM');
+    shortLived?.kill('SIGTERM');
     redis?.kill('SIGTERM');
     if (fixture) await exited(fixture);
+    if (shortLived) await exited(shortLived);
     if (redis) await exited(redis);
   });
 
@@ -215,6 +228,29 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     const body = JSON.parse(answer.result.content[0].text);
     assert.equal(body.error.code, 'SERVER_CONNECTION_ERROR');
     assert.match(body.error.message, new RegExp(`needs your own sign-in: open ${a.base}/connect/team-gh\\?state=[0-9a-f]{64} in your browser, sign in, then call the tool again`));
+  });
+
+  test('an expired token is refreshed once, under the store lock, when calls on both replicas need it at once', async () => {
+    const first = await whoami(a.url, alice, {}, 'short');
+    const { key: asked, request, state } = question(first);
+    assert.equal((await signInWithBrowser(request.params.url, b.base, 'alice')).status, 200);
+    const done = await whoami(a.url, alice, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state }, 'short');
+    assert.equal(done.result?.content?.[0]?.text, 'signed-in user alice', JSON.stringify(done));
+    // Past the 3 s expiry: both replicas refresh together. The fixture rotates refresh tokens
+    // (a used one is refused), so without the lock one of them would spend a token the other
+    // already used and ask alice to sign in again.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
+    const calls = [a, b, a, b, a, b].map((replica) => whoami(replica.url, alice, {}, 'short'));
+    const answers = await Promise.all(calls);
+    assert.deepEqual(
+      answers.map((answer) => answer.result?.content?.[0]?.text),
+      Array(6).fill('signed-in user alice'),
+      JSON.stringify(answers),
+    );
+    const stats = await (await fetch(`${shortBase}/admin/stats`)).json();
+    assert.equal(stats.codeGrants, 1, 'one sign-in');
+    assert.equal(stats.refreshGrants, 1, `six calls on two replicas refresh once: ${JSON.stringify(stats)}`);
+    assert.equal(stats.refused, 0, 'no refresh token was spent twice');
   });
 
   test('no downstream token reaches a log', () => {

@@ -16,9 +16,9 @@
 //! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the code exchanged
 //!    with the verifier, and the tokens kept sealed ([`StoreCredentials`]).
 //!
-//! A token about to expire is refreshed under a store lock (rmcp takes
-//! [`CredentialStore::acquire_refresh_guard`] around the refresh and its save), so two replicas
-//! never spend one refresh token together. Tokens register as secrets of their server when
+//! A token about to expire is refreshed under a store lock, read again once the lock is held
+//! (another replica may have refreshed it meanwhile), so two replicas never spend one refresh
+//! token together and concurrent calls refresh once. Tokens register as secrets of their server when
 //! read or written: no log, audit line or answer shows them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,8 +37,9 @@ use crate::store::{Lock, Store, StoreError};
 
 /// How long a sign-in link, and the sign-in it starts, stay usable.
 pub(crate) const FLOW_TTL: Duration = Duration::from_secs(10 * 60);
-/// A token this close to its expiry is refreshed before use.
-const REFRESH_AHEAD_SECS: u64 = 60;
+/// A token this close to its expiry is refreshed before use (at most half its lifetime, at
+/// least a second: rmcp's own rule, so a token found due here is refreshed there).
+const REFRESH_AHEAD_SECS: u64 = 30;
 /// How long a refresh holds its lock at most (a replica that dies frees it then).
 const REFRESH_LOCK_TTL: Duration = Duration::from_secs(30);
 /// How long a refresh waits for another replica's refresh of the same token.
@@ -118,6 +119,8 @@ pub(crate) struct StoreCredentials {
     store: Store,
     key: String,
     server: String,
+    /// The refresh lock is held by whoever uses this (see [`refresh`]): rmcp must not take it.
+    locked: bool,
 }
 
 impl StoreCredentials {
@@ -126,6 +129,28 @@ impl StoreCredentials {
             store: store.clone(),
             key: credential_key(store, caller, server),
             server: server.to_owned(),
+            locked: false,
+        }
+    }
+
+    /// The lock that one refresh of these credentials holds, across replicas.
+    async fn refresh_lock(&self) -> Result<Lock, AuthError> {
+        let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
+        let name = format!("refresh:{}", digest_hex(self.key.as_bytes()));
+        loop {
+            match self.store.lock(&name, REFRESH_LOCK_TTL).await {
+                Ok(Some(lock)) => return Ok(lock),
+                Ok(None) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(None) => {
+                    return Err(AuthError::CredentialStoreError(format!(
+                        "another replica has been refreshing this token for over {} s",
+                        REFRESH_LOCK_WAIT.as_secs()
+                    )))
+                }
+                Err(error) => return Err(store_failed(&error)),
+            }
         }
     }
 }
@@ -162,23 +187,11 @@ impl CredentialStore for StoreCredentials {
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
-        let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
-        let name = format!("refresh:{}", digest_hex(self.key.as_bytes()));
-        loop {
-            match self.store.lock(&name, REFRESH_LOCK_TTL).await {
-                Ok(Some(lock)) => return Ok(Some(CredentialRefreshGuard::new(Held(Some(lock))))),
-                Ok(None) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Ok(None) => {
-                    return Err(AuthError::CredentialStoreError(format!(
-                        "another replica has been refreshing this token for over {} s",
-                        REFRESH_LOCK_WAIT.as_secs()
-                    )))
-                }
-                Err(error) => return Err(store_failed(&error)),
-            }
+        if self.locked {
+            return Ok(None);
         }
+        let lock = self.refresh_lock().await?;
+        Ok(Some(CredentialRefreshGuard::new(Held(Some(lock)))))
     }
 }
 
@@ -317,6 +330,28 @@ pub(crate) async fn token(
     if let Some(fresh) = fresh_token(response, stored.token_received_at) {
         return Ok(Some(fresh));
     }
+    // One refresh at a time across replicas; whoever waited finds the token it refreshed.
+    let lock = credentials
+        .refresh_lock()
+        .await
+        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
+    let _held = Held(Some(lock));
+    let again = credentials
+        .load()
+        .await
+        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
+    let Some(stored) = again else { return Ok(None) };
+    if let Some(fresh) = stored
+        .token_response
+        .as_ref()
+        .and_then(|r| fresh_token(r, stored.token_received_at))
+    {
+        return Ok(Some(fresh));
+    }
+    let credentials = StoreCredentials {
+        locked: true,
+        ..credentials
+    };
     refresh(store, spec, credentials, &stored).await
 }
 
@@ -330,15 +365,16 @@ fn fresh_token(response: &rmcp::transport::auth::OAuthTokenResponse, received_at
         received_at,
     ) {
         (Some(lifetime), Some(received)) => {
-            let expires = received.saturating_add(lifetime);
-            (now_secs().saturating_add(REFRESH_AHEAD_SECS) < expires).then_some(token)
+            let ahead = REFRESH_AHEAD_SECS.min(lifetime / 2).max(1);
+            let remaining = received.saturating_add(lifetime).saturating_sub(now_secs());
+            (remaining >= ahead).then_some(token)
         }
         _ => Some(token),
     }
 }
 
-/// Refresh `stored` through rmcp (under the store lock); `None` when the authorization server
-/// refused: the caller signs in again.
+/// Refresh `stored` through rmcp (the caller holds the store lock); `None` when the
+/// authorization server refused: the caller signs in again.
 async fn refresh(
     store: &Store,
     spec: &ServerSpec,
