@@ -13,6 +13,9 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { answerOf, bin, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
 
 const ISSUER = 'https://id.per-user.test';
@@ -129,7 +132,8 @@ describe('per-user credentials: each caller signs in to the downstream server wi
             { name: 'team-gh', connection: { type: 'http', url: `${fixtureBase}/mcp`, oauth: { perUser: true } } },
             { name: 'short', connection: { type: 'http', url: `${shortBase}/mcp`, oauth: { perUser: true } } },
           ],
-          http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, audience: AUDIENCE }] } },
+          // Sessions for older clients: how a legacy client is asked (`elicitation/create`).
+          http: { legacySessions: true, auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, audience: AUDIENCE }] } },
           store: { url: `redis://127.0.0.1:${redisPort}`, key: randomBytes(32).toString('base64') },
         },
       },
@@ -186,6 +190,9 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.match(link, new RegExp(`^${b.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
     const page = await signInWithBrowser(link, a.base, 'bob');
     assert.equal(page.status, 200, page.text);
+    // Alice cannot answer bob's question: his round's state is bound to him.
+    const stolen = await whoami(b.url, alice, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state });
+    assert.equal(stolen.error?.code, -32602, JSON.stringify(stolen));
     const done = await whoami(b.url, bob, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state });
     assert.equal(done.result.content[0].text, 'signed-in user bob', JSON.stringify(done));
     // Both, interleaved on both replicas: each with their own.
@@ -219,6 +226,30 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.ok(!text.includes('<script>') && text.includes('&lt;script&gt;'), text);
     const noFlow = await fetch(`${b.base}/connect/callback?code=c&state=${'1'.repeat(40)}`);
     assert.equal(noFlow.status, 400);
+  });
+
+  test('an older client on a session is asked with elicitation/create in URL mode, and its call runs once it accepted', async () => {
+    const dave = accessToken(key, 'dave');
+    const client = new Client({ name: 'per-user-legacy', version: '0.0.0' }, { capabilities: { elicitation: { url: {} } } });
+    const asked = [];
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      asked.push(request.params);
+      // The person opens the link (here on the other replica) and signs in, then the client accepts.
+      const page = await signInWithBrowser(request.params.url, b.base, 'dave');
+      assert.equal(page.status, 200, page.text);
+      return { action: 'accept' };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(a.url), { requestInit: { headers: { authorization: `Bearer ${dave}` } } }));
+    try {
+      const result = await client.callTool({ name: 'execute_tool', arguments: { server: 'team-gh', tool: 'whoami' } });
+      assert.equal(result.content[0].text, 'signed-in user dave', JSON.stringify(result));
+      assert.equal(asked.length, 1);
+      assert.equal(asked[0].mode, 'url');
+      assert.match(asked[0].url, new RegExp(`^${a.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
+      assert.match(asked[0].message, /Sign in to team-gh with your own account/);
+    } finally {
+      await client.close();
+    }
   });
 
   test('a client that cannot open links gets the link in a tool error, and the call did not run', async () => {
