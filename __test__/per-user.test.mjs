@@ -284,6 +284,20 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(stats.refused, 0, 'no refresh token was spent twice');
   });
 
+  test('a token the server revoked before its expiry is dropped: the next call asks to sign in again, then runs', async () => {
+    assert.equal((await whoami(a.url, alice)).result?.content?.[0]?.text, 'signed-in user alice');
+    await fetch(`${fixtureBase}/admin/revoke`);
+    const refused = await whoami(a.url, alice);
+    const { key: asked, request, state } = question(refused);
+    assert.match(request.params.url, new RegExp(`^${a.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
+    // Dropped from the store: the other replica asks too, instead of sending the dead token.
+    const elsewhere = await whoami(b.url, alice);
+    assert.equal(elsewhere.result?.resultType, 'input_required', JSON.stringify(elsewhere));
+    assert.equal((await signInWithBrowser(request.params.url, b.base, 'alice')).status, 200);
+    const done = await whoami(a.url, alice, { inputResponses: { [asked]: { action: 'accept' } }, requestState: state });
+    assert.equal(done.result?.content?.[0]?.text, 'signed-in user alice', JSON.stringify(done));
+  });
+
   test('no downstream token reaches a log', () => {
     for (const replica of [a, b]) assert.doesNotMatch(replica.stderr(), /\b(at|rt)-[A-Za-z0-9_-]{20,}/);
   });

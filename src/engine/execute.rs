@@ -32,8 +32,10 @@ impl State {
         let handle = self.server(server)?;
         // A per-user server is called through the caller's own connection.
         let own;
+        let mut token = None;
         let handle = if handle.is_per_user() {
-            own = self.caller_connection(handle, caller).await?;
+            let (connection, with) = self.caller_connection(handle, caller).await?;
+            (own, token) = (connection, Some(with));
             &own
         } else {
             handle
@@ -115,6 +117,13 @@ impl State {
             }
         }
         drop(span);
+        // The server refused the caller's own token (revoked before its expiry): they sign in
+        // again, now.
+        if let (Err(_), Some(token)) = (&outcome, &token) {
+            if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
+                return Err(self.sign_in_link(server, caller).await);
+            }
+        }
         let mut result = outcome?;
         if cap_result(&mut result, self.config.discovery.max_result_bytes()) {
             tracing::warn!(tool = %entry.id(), "result capped at maxResultBytes");
@@ -124,7 +133,7 @@ impl State {
 
     /// `caller`'s own connection to the per-user server `handle` stands for, with their token;
     /// without one, [`Error::SignInRequired`] with a new sign-in link.
-    async fn caller_connection(&self, handle: &Arc<Server>, caller: &Caller) -> Result<Arc<Server>> {
+    async fn caller_connection(&self, handle: &Arc<Server>, caller: &Caller) -> Result<(Arc<Server>, String)> {
         use crate::upstream::per_user;
         let name = handle.spec.name.as_str();
         let store = &self.shared.store;
@@ -133,23 +142,31 @@ impl State {
             source: UpstreamError::NeedsSignIn { detail },
         };
         match per_user::token(store, &handle.spec, caller).await {
-            Ok(Some(token)) => {
+            Ok(Some(token)) if !per_user::drop_if_refused(store, caller, name, &token).await => {
                 let own = handle.for_caller(&caller.identity(), &token).ok_or_else(|| {
                     unreachable("the authorization server issued a token that is not a bearer token (RFC 6750)".into())
                 })?;
                 own.start();
-                Ok(own)
+                Ok((own, token))
             }
-            Ok(None) => {
-                let state = per_user::begin(store, name, caller)
-                    .await
-                    .map_err(|e| unreachable(e.to_string()))?;
-                Err(Error::SignInRequired {
-                    server: name.to_owned(),
-                    link: connect_path(name, &state),
-                })
-            }
+            Ok(_) => Err(self.sign_in_link(name, caller).await),
             Err(error) => Err(unreachable(error.to_string())),
+        }
+    }
+
+    /// [`Error::SignInRequired`] with a new sign-in link of `caller` for `server`.
+    async fn sign_in_link(&self, server: &str, caller: &Caller) -> Error {
+        match crate::upstream::per_user::begin(&self.shared.store, server, caller).await {
+            Ok(state) => Error::SignInRequired {
+                server: server.to_owned(),
+                link: connect_path(server, &state),
+            },
+            Err(error) => Error::ServerConnection {
+                server: server.to_owned(),
+                source: UpstreamError::NeedsSignIn {
+                    detail: error.to_string(),
+                },
+            },
         }
     }
 

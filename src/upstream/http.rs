@@ -100,7 +100,12 @@ impl HttpClient {
         Fut: std::future::Future<Output = HttpResult<T>>,
     {
         let Some(auth) = self.auth.as_ref().filter(|_| given.is_none()) else {
-            return call(given).await;
+            let outcome = call(given.clone()).await;
+            // A per-user caller's token the server refused: their next call signs in again.
+            if let (Err(StreamableHttpError::AuthRequired(_)), Some(token)) = (&outcome, &given) {
+                super::oauth::per_user::refused(token);
+            }
+            return outcome;
         };
         let mut token = auth.token().await?;
         let (mut refreshed, mut signed_in, mut step_ups) = (false, false, 0);

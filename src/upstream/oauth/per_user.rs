@@ -306,6 +306,58 @@ fn secret_key(store: &Store, issuer: &str, client_id: &str) -> String {
     store.key(&["connect", "secret", &digest_hex(whole.as_bytes())])
 }
 
+/// Digests of tokens a server answered 401 to, most recent last (bounded): a per-user token
+/// revoked before its expiry is dropped at its caller's next call instead of failing until then.
+static REFUSED: std::sync::Mutex<std::collections::VecDeque<Vec<u8>>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+/// Refused tokens remembered.
+const MAX_REFUSED: usize = 1024;
+
+/// A server answered 401 to a request that carried `token` as a fixed bearer.
+pub(crate) fn refused(token: &str) {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+        .as_ref()
+        .to_vec();
+    let mut refused = REFUSED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !refused.contains(&digest) {
+        if refused.len() >= MAX_REFUSED {
+            refused.pop_front();
+        }
+        refused.push_back(digest);
+    }
+}
+
+fn was_refused(token: &str) -> bool {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
+        .as_ref()
+        .to_vec();
+    REFUSED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(&digest)
+}
+
+/// Whether the server refused `token` (see [`refused`]); if so, `caller`'s credentials for
+/// `server` are dropped, so their next call signs in again.
+pub(crate) async fn drop_if_refused(store: &Store, caller: &Caller, server: &str, token: &str) -> bool {
+    if !was_refused(token) {
+        return false;
+    }
+    let credentials = StoreCredentials::new(store, caller, server);
+    // Only if it is still that token: another replica may have stored a new one.
+    let stored = credentials.load().await.ok().flatten();
+    let same = stored
+        .as_ref()
+        .and_then(|s| s.token_response.as_ref())
+        .and_then(|r| serde_json::to_value(r).ok())
+        .is_some_and(|fields| fields.get("access_token").and_then(serde_json::Value::as_str) == Some(token));
+    if same {
+        tracing::info!(%server, caller = %caller.label(), "the server refused this caller's token: they sign in again");
+        let _ = credentials.clear().await;
+    }
+    true
+}
+
 /// The access token `caller` has for `spec`'s server, refreshed first when it is about to
 /// expire; `None` when they must sign in (never did, or the refresh was refused).
 pub(crate) async fn token(
