@@ -399,6 +399,14 @@ impl Engine {
         (status.word().to_owned(), detail)
     }
 
+    /// How many tool texts this process embedded itself (not read from its cache or the
+    /// shared store) since it started: 0 without the semantic tier.
+    #[must_use]
+    pub fn semantic_embedded(&self) -> u64 {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        state.semantic.as_ref().map_or(0, |tier| tier.embedded())
+    }
+
     /// The tools of one server that `caller` may see.
     ///
     /// # Errors

@@ -217,6 +217,9 @@ impl State {
     /// the others are known (by name, and by their snapshot's tools) but never started.
     pub fn ensure_started_only(self: &Arc<Self>, only: Option<std::collections::HashSet<String>>) {
         self.started.call_once(|| {
+            if let Some(tier) = &self.semantic {
+                tier.share_vectors(&self.shared.store);
+            }
             self.attach_semantic();
             let state = self.clone();
             // Reading and indexing hundreds of snapshots is file I/O and CPU: not on a
