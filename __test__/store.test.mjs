@@ -93,3 +93,26 @@ test('a replica whose store does not answer at start is not ready, and says why,
   await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready once the store answers');
   assert.ok(replica.stderr().includes('does not answer'), replica.stderr());
 });
+
+test('rate limits are shared by replicas: the third call within the burst on either replica waits, told how long', async (t) => {
+  const port = await freePort();
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  const discovery = {
+    store: { url: `redis://127.0.0.1:${port}`, prefix: 'rate-test' },
+    rateLimits: { perCaller: { callsPerSecond: 0.05, burst: 2 } },
+  };
+  const servers = [memory()];
+  const [a, b] = [await serveHttp(servers, { discovery }), await serveHttp(servers, { discovery })];
+  t.after(() => a.child.kill());
+  t.after(() => b.child.kill());
+  for (const replica of [a, b]) await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready');
+  const execute = (replica) => tool(replica.url, 'execute_tool', { server: 'memory', tool: 'read_graph', arguments: {} });
+  assert.ok(!(await execute(a)).includes('RATE_LIMITED'));
+  assert.ok(!(await execute(b)).includes('RATE_LIMITED'));
+  const refused = JSON.parse(await execute(a));
+  assert.equal(refused.error.code, 'RATE_LIMITED', JSON.stringify(refused));
+  assert.match(refused.error.message, /caller local may make 0\.05 calls a second \(bursts of 2\); retry after \d+\.\d s/);
+  assert.ok(refused.error.retryAfterMs > 10_000 && refused.error.retryAfterMs <= 20_000, JSON.stringify(refused));
+});

@@ -73,7 +73,8 @@ pub struct Health {
 #[derive(Debug)]
 enum Backend {
     Memory(memory::Memory),
-    Remote(remote::Remote),
+    /// Boxed: the driver's client and connection manager are large.
+    Remote(Box<remote::Remote>),
 }
 
 #[derive(Debug)]
@@ -128,7 +129,7 @@ impl Store {
         let at = crate::secrets::redact_url(&url);
         let remote = remote::Remote::new(&url)
             .map_err(|e| StoreError::Url(crate::secrets::scrub(&e.to_string()).into_owned()))?;
-        Ok(Some(Self::assemble(Backend::Remote(remote), spec.prefix(), at, sealer)))
+        Ok(Some(Self::assemble(Backend::Remote(Box::new(remote)), spec.prefix(), at, sealer)))
     }
 
     fn assemble(backend: Backend, prefix: &str, at: String, sealer: Option<Sealer>) -> Self {
@@ -410,7 +411,7 @@ fn random_hex(bytes: usize) -> String {
             .as_nanos();
         return format!("{nanos:x}");
     }
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hash::hex(&buffer)
 }
 
 #[cfg(test)]
