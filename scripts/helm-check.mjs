@@ -89,7 +89,7 @@ function cases() {
   for (const file of readdirSync(BAD_VALUES).filter((f) => /^bad-.*\.yaml$/.test(f)).sort()) {
     const path = join(BAD_VALUES, file);
     // The first line says what the refusal must name: `# refused: <text>`.
-    const expect = /^# refused: (.+)$/m.exec(readFileSync(path, 'utf8'));
+    const expect = /^# refused: ([^\n]+)/.exec(readFileSync(path, 'utf8'));
     if (!expect) throw new Error(`${relative(root, path)}: its first line must be \`# refused: <text the error names>\``);
     list.push({ name: relative(join(root, 'deploy', 'helm'), path), values: path, refused: [expect[1].trim()] });
   }
@@ -124,8 +124,8 @@ const find = (manifests, kind, component) =>
   manifests.filter((m) => m.doc.kind === kind && (!component || m.doc.metadata?.labels?.['app.kubernetes.io/component'] === component));
 
 /**
- * What the chart promises of the gateway's pods, each a [field, problem-or-null] pair, so a
- * failure names the manifest and the field.
+ * What the chart promises of the gateway's pods: each broken promise is a line naming the
+ * manifest and the field.
  */
 function promises(manifests) {
   const problems = [];
@@ -168,9 +168,13 @@ function promises(manifests) {
     expect(deployment, `containers[gateway].volumeMounts[${configMount.mountPath}].subPath`, !configMount.subPath, 'a subPath mount never sees ConfigMap updates');
     expect(deployment, `volumes[${configMount.name}]`, volumes.get(configMount.name)?.configMap, 'must be the ConfigMap');
   }
-  // Secrets only by reference: the store's URL and key never appear as literal values.
+  // Secrets only by reference: the store's URL and key never appear as literal values, and
+  // a config naming the store gets both.
+  const [configMap] = find(manifests, 'ConfigMap', 'gateway');
+  const usesStore = Object.values(configMap?.doc.data ?? {}).some((text) => text.includes('${ANYGPT_STORE_URL}'));
   for (const name of ['ANYGPT_STORE_URL', 'ANYGPT_STORE_KEY']) {
     const entry = env.get(name);
+    expect(deployment, `containers[gateway].env[${name}]`, entry || !usesStore, 'missing, but the config names the store with it');
     if (!entry) continue;
     const literal = entry.value !== undefined && !/\$\([A-Z_]+\)/.test(entry.value);
     expect(deployment, `containers[gateway].env[${name}]`, !literal, 'a literal value: secrets must come from a Secret (valueFrom.secretKeyRef)');
