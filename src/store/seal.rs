@@ -124,10 +124,7 @@ mod tests {
             "the token is not readable in the store"
         );
         assert_eq!(key.open("anygpt:token:alice", &sealed).unwrap(), b"secret-token");
-        assert!(
-            key.open("anygpt:token:bob", &sealed).is_none(),
-            "moved to another key"
-        );
+        assert!(key.open("anygpt:token:bob", &sealed).is_none(), "moved to another key");
         let mut flipped = sealed.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(key.open("anygpt:token:alice", &flipped).is_none(), "tampered with");

@@ -4,7 +4,6 @@
 //! A value that breaks the format is ignored as a whole (the request starts a fresh trace);
 //! nothing a client sent is echoed unless it parsed, and then only in its canonical form.
 
-
 /// Most `tracestate` list members kept (the W3C limit).
 const MAX_TRACESTATE_MEMBERS: usize = 32;
 /// Longest `tracestate` kept; a longer one is dropped (the spec lets a vendor truncate, but a
