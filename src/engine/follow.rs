@@ -25,7 +25,12 @@ pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
             // The start reads the store itself; what arrives meanwhile is read after it.
             state.indexed().await;
             match delivery {
-                Delivery::Connected => resync(&state).await,
+                Delivery::Connected => {
+                    // A store back from an outage may have missed writes, or restarted empty.
+                    state.shared.rewrite_own().await;
+                    restore_pins(&state).await;
+                    resync(&state).await;
+                }
                 Delivery::Message(bytes) => match serde_json::from_slice::<Changed>(&bytes) {
                     Ok(Changed::Tools {
                         server,
@@ -37,11 +42,21 @@ pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
                     _ => {}
                 },
                 Delivery::Lost(why) => {
+                    state.shared.store.note_lost(&why);
                     tracing::warn!(reason = %crate::secrets::scrub(&why), "lost the store's change messages: serving from memory until it is back");
                 }
             }
         }
     });
+}
+
+/// Put this replica's pins back where the store has none.
+async fn restore_pins(state: &Arc<State>) {
+    for spec in state.config.servers() {
+        if let Some(fields) = state.own_pins(&spec.name) {
+            state.shared.restore_pins(&spec.name, fields).await;
+        }
+    }
 }
 
 /// Read every server's list from the store and index those newer than the one held.

@@ -69,6 +69,10 @@ pub struct Shared {
     synced: watch::Sender<bool>,
     /// The version (listed-at, ms) of each server's list this process holds, by stem.
     versions: Mutex<HashMap<String, u64>>,
+    /// The lists this process got from its own servers, last of each (store key → version,
+    /// text, change message): written again when the store is back, since a write that failed
+    /// (or a store restarted empty) would otherwise never reach the other replicas.
+    own: Mutex<HashMap<String, (u64, String, Vec<u8>)>>,
 }
 
 impl Shared {
@@ -92,6 +96,7 @@ impl Shared {
             spec: spec.clone(),
             synced,
             versions: Mutex::default(),
+            own: Mutex::default(),
         }
     }
 
@@ -206,12 +211,34 @@ impl Shared {
             version,
             replica: store.replica().to_owned(),
         };
+        let message = serde_json::to_vec(&message).expect("a change message serializes");
+        self.own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key.clone(), (version, text.clone(), message.clone()));
         runtime.spawn(async move {
             if matches!(store.put_versioned(&key, version, text.as_bytes()).await, Ok(true)) {
-                let message = serde_json::to_vec(&message).expect("a change message serializes");
                 let _ = store.publish(&channel, &message).await;
             }
         });
+    }
+
+    /// Write this process's own lists again (the store converges on the newest version of
+    /// each), telling the others of those the store did not have.
+    pub(super) async fn rewrite_own(&self) {
+        let own: Vec<_> = self
+            .own
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(key, entry)| (key.clone(), entry.clone()))
+            .collect();
+        let channel = self.channel();
+        for (key, (version, text, message)) in own {
+            if matches!(self.store.put_versioned(&key, version, text.as_bytes()).await, Ok(true)) {
+                let _ = self.store.publish(&channel, &message).await;
+            }
+        }
     }
 }
 
@@ -279,6 +306,22 @@ impl Shared {
         runtime.spawn(async move {
             let _ = share_pins(&store, &server, fields).await;
         });
+    }
+}
+
+impl Shared {
+    /// Put `server`'s pins back where the store has none (after it came back, perhaps
+    /// restarted empty): as first sightings only, so nothing another replica decided meanwhile
+    /// is overwritten.
+    pub(super) async fn restore_pins(&self, server: &str, fields: Vec<(String, Vec<u8>, bool)>) {
+        let pairs: Vec<(Vec<u8>, Vec<u8>)> = fields
+            .into_iter()
+            .map(|(name, pin, _)| (name.into_bytes(), pin))
+            .collect();
+        let _ = self
+            .store
+            .hash_set_if_absent(&pins_key(&self.store, server), &pairs)
+            .await;
     }
 }
 

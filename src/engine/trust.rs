@@ -66,6 +66,15 @@ impl State {
         }
     }
 
+    /// This replica's pins of `server` as the store keeps them (none without pins, or none seen).
+    pub(super) fn own_pins(&self, server: &str) -> Option<Vec<(String, Vec<u8>, bool)>> {
+        let pins = self.pins.as_ref()?;
+        let fields = pins
+            .with_server(server, false, |record| (record.shared_fields(), None))
+            .ok()?;
+        (!fields.is_empty()).then_some(fields)
+    }
+
     /// Take the store's pins of `server` (`fields`) over this replica's and mark its tools
     /// again: with `Review::IfChanged` when they changed anything, with `Review::Always` in
     /// any case (another process sharing this cache folder may have written the same pins

@@ -188,6 +188,18 @@ impl Store {
         self.0.health.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// Record that the connection to the store dropped (a subscription saw it), so that
+    /// `/readyz` and `discovery_store_up` say so before an operation fails.
+    pub fn note_lost(&self, reason: &str) {
+        let mut health = self.0.health.lock().unwrap_or_else(PoisonError::into_inner);
+        let reason = crate::secrets::scrub(reason).into_owned();
+        if health.up {
+            tracing::warn!(store = %health.at, %reason, "the store does not answer: serving from memory");
+        }
+        health.up = false;
+        health.reason = Some(reason);
+    }
+
     /// Record how an operation went, logging when the store goes down or comes back.
     fn observe<T>(&self, outcome: redis::RedisResult<T>) -> Result<T, StoreError> {
         let mut health = self.0.health.lock().unwrap_or_else(PoisonError::into_inner);

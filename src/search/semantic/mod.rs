@@ -348,6 +348,7 @@ fn run(tier: &Weak<Tier>) {
                 .as_mut()
                 .and_then(|f| f.get(text_key))
                 .or_else(|| from_store.get(&text_key).cloned());
+            let embedded_here = known.is_none();
             let vector = known.unwrap_or_else(|| {
                 fresh += 1;
                 let started = Instant::now();
@@ -361,6 +362,10 @@ fn run(tier: &Weak<Tier>) {
                 f.insert(text_key, &vector);
             }
             let Some(strong) = tier.upgrade() else { return };
+            if embedded_here {
+                // Counted as each is made: `/metrics` shows a long first embedding progress.
+                strong.embedded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             strong
                 .vectors
                 .write()
@@ -373,11 +378,6 @@ fn run(tier: &Weak<Tier>) {
                     share.write(model.id(), &std::mem::take(&mut made));
                 }
             }
-        }
-        if let Some(strong) = tier.upgrade() {
-            strong
-                .embedded
-                .fetch_add(fresh as u64, std::sync::atomic::Ordering::Relaxed);
         }
         if let Some(share) = &share {
             share.write(model.id(), &made);
