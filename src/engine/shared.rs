@@ -1,11 +1,36 @@
 //! What replicas share through the store (`discovery.store`), as the engine uses it: the
-//! store handle of this process (kept across reloads), why it could not be opened, and
-//! whether the catalog has been read from it yet (`/readyz`).
+//! store handle of this process (kept across reloads), why it could not be opened, whether
+//! the catalog has been read from it yet (`/readyz`), and the catalog's tool lists.
+//!
+//! Tool lists: each server's list is kept under `<prefix>:catalog:<snapshot stem>` (the
+//! snapshot file's text, versioned by when it was listed, so racing replicas converge on the
+//! newest), and a message on `<prefix>:catalog-changed` tells the other replicas, which read
+//! it and index it. A replica that (re)subscribes reads every list again, so one that missed
+//! messages while the store was down catches up when it is back.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::config::StoreSpec;
-use crate::store::{Health, Store};
+use super::state::State;
+use crate::catalog::snapshot;
+use crate::config::{ServerSpec, StoreSpec};
+use crate::store::{Delivery, Health, Store, StoreError};
+
+/// How long a start waits for the store's tool lists before going on without them.
+const PREFETCH_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The message telling replicas a server's list changed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Changed {
+    server: String,
+    stem: String,
+    version: u64,
+    replica: String,
+}
 
 #[derive(Debug)]
 pub struct Shared {
@@ -17,6 +42,8 @@ pub struct Shared {
     spec: StoreSpec,
     /// True once the catalog has been read from the shared store (at once without one).
     synced: watch::Sender<bool>,
+    /// The version (listed-at, ms) of each server's list this process holds, by stem.
+    versions: Mutex<HashMap<String, u64>>,
 }
 
 impl Shared {
@@ -38,6 +65,7 @@ impl Shared {
             problem,
             spec: spec.clone(),
             synced,
+            versions: Mutex::default(),
         }
     }
 
@@ -79,4 +107,164 @@ impl Shared {
     pub fn health(&self) -> Health {
         self.store.health()
     }
+}
+
+impl Shared {
+    fn catalog_key(&self, stem: &str) -> String {
+        self.store.key(&["catalog", stem])
+    }
+
+    fn channel(&self) -> String {
+        self.store.key(&["catalog-changed"])
+    }
+
+    /// Whether `version` of the list under `stem` is newer than the one held; if so it is
+    /// now the one held.
+    pub(super) fn take_if_newer(&self, stem: &str, version: u64) -> bool {
+        let mut versions = self.versions.lock().unwrap_or_else(PoisonError::into_inner);
+        let held = versions.entry(stem.to_owned()).or_insert(0);
+        let newer = version > *held;
+        if newer {
+            *held = version;
+        }
+        newer
+    }
+
+    /// The shared store's list of each of `specs` (by server name), read in one round trip;
+    /// from a blocking thread. `Ok(empty)` without a shared store.
+    pub(super) fn prefetch_blocking(
+        &self,
+        specs: &[&ServerSpec],
+    ) -> Result<HashMap<String, (u64, Vec<u8>)>, StoreError> {
+        if !self.store.is_shared() || specs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let keys: Vec<String> = specs
+            .iter()
+            .map(|spec| self.catalog_key(&snapshot::stem(spec)))
+            .collect();
+        let read = tokio::runtime::Handle::current().block_on(async {
+            tokio::time::timeout(PREFETCH_DEADLINE, self.store.get_versioned(&keys))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable {
+                        at: self.store.health().at,
+                        reason: "no answer within 5 s".to_owned(),
+                    })
+                })
+        })?;
+        Ok(specs
+            .iter()
+            .zip(read)
+            .filter_map(|(spec, found)| found.map(|found| (spec.name.clone(), found)))
+            .collect())
+    }
+
+    /// Put a list this process got from its server into the shared store and tell the other
+    /// replicas, in the background (a store that does not answer is logged by the store).
+    pub(super) fn publish_list(&self, spec: &ServerSpec, text: String, version: u64) {
+        let stem = snapshot::stem(spec);
+        self.take_if_newer(&stem, version);
+        if !self.store.is_shared() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let key = self.catalog_key(&stem);
+        let channel = self.channel();
+        let message = Changed {
+            server: spec.name.clone(),
+            stem,
+            version,
+            replica: store.replica().to_owned(),
+        };
+        runtime.spawn(async move {
+            if matches!(store.put_versioned(&key, version, text.as_bytes()).await, Ok(true)) {
+                let message = serde_json::to_vec(&message).expect("a change message serializes");
+                let _ = store.publish(&channel, &message).await;
+            }
+        });
+    }
+}
+
+/// Follow the other replicas' list changes into whatever state `engine` holds, until the
+/// engine is gone. Needs the tokio runtime.
+pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: Store) {
+    let channel = store.key(&["catalog-changed"]);
+    let mut deliveries = store.subscribe(&channel);
+    tokio::spawn(async move {
+        while let Some(delivery) = deliveries.recv().await {
+            let Some(state) = engine
+                .upgrade()
+                .map(|e| e.read().unwrap_or_else(PoisonError::into_inner).clone())
+            else {
+                return;
+            };
+            // The start reads the store itself; what arrives meanwhile is read after it.
+            state.indexed().await;
+            match delivery {
+                Delivery::Connected => resync(&state).await,
+                Delivery::Message(bytes) => {
+                    if let Ok(changed) = serde_json::from_slice::<Changed>(&bytes) {
+                        if changed.replica != state.shared.store.replica() {
+                            read_changed(&state, &changed).await;
+                        }
+                    }
+                }
+                Delivery::Lost(why) => {
+                    tracing::warn!(reason = %crate::secrets::scrub(&why), "lost the store's change messages: serving from memory until it is back");
+                }
+            }
+        }
+    });
+}
+
+/// Read every server's list from the store and index those newer than the one held.
+async fn resync(state: &Arc<State>) {
+    let specs: Vec<ServerSpec> = state.config.servers().to_vec();
+    let keys: Vec<String> = specs
+        .iter()
+        .map(|s| state.shared.catalog_key(&snapshot::stem(s)))
+        .collect();
+    let Ok(found) = state.shared.store.get_versioned(&keys).await else {
+        return;
+    };
+    for (spec, found) in specs.iter().zip(found) {
+        if let Some((version, bytes)) = found {
+            apply(state, spec, version, bytes).await;
+        }
+    }
+    if state.is_indexed() {
+        state.shared.mark_synced();
+    }
+}
+
+async fn read_changed(state: &Arc<State>, changed: &Changed) {
+    let Some(spec) = state.config.servers().iter().find(|s| s.name == changed.server) else {
+        return;
+    };
+    let stem = snapshot::stem(spec);
+    // Another launch spec or gateway version: not this replica's list.
+    if stem != changed.stem {
+        return;
+    }
+    let key = state.shared.catalog_key(&stem);
+    if let Ok(mut found) = state.shared.store.get_versioned(&[key]).await {
+        if let Some((version, bytes)) = found.pop().flatten() {
+            apply(state, spec, version, bytes).await;
+        }
+    }
+}
+
+/// Index a list read from the store, if newer than the one held (off the runtime's threads:
+/// indexing thousands of tools is CPU).
+async fn apply(state: &Arc<State>, spec: &ServerSpec, version: u64, bytes: Vec<u8>) {
+    if !state.shared.take_if_newer(&snapshot::stem(spec), version) {
+        return;
+    }
+    let state = state.clone();
+    let spec = spec.clone();
+    let _ = tokio::task::spawn_blocking(move || state.apply_shared_list(&spec, &bytes)).await;
 }

@@ -414,4 +414,4 @@ fn random_hex(bytes: usize) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,0 +1,95 @@
+// The shared store (`discovery.store`) between two real `serve --http` replicas and a real
+// redis-server: a replica started after another serves the catalog from the store without
+// starting the downstream server, and a replica whose store does not answer at start says so
+// on /readyz until it does.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+
+import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir } from './helpers.mjs';
+
+/** Resolves once the async `predicate` holds; fails after `ms`. */
+async function until(predicate, ms, what) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await predicate()) return;
+    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function startRedis(port) {
+  const dir = tempDir('anygpt-redis-');
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+    stdio: 'ignore',
+  });
+  return child;
+}
+
+async function redisUp(port) {
+  await until(() => spawnSync('redis-cli', ['-p', String(port), 'ping']).stdout?.toString().trim() === 'PONG', 10_000, 'redis answers');
+}
+
+async function readyz(base) {
+  const response = await fetch(`${base}/readyz`);
+  return { status: response.status, body: await response.json() };
+}
+
+async function tool(url, name, args) {
+  const answer = await answerOf(await raw2026(url, 'tools/call', { name, arguments: args }));
+  assert.ok(answer.result, JSON.stringify(answer));
+  return answer.result.content[0].text;
+}
+
+const memory = () => ({
+  name: 'memory',
+  connection: { command: process.execPath, args: [serverPaths.memory], env: { MEMORY_FILE_PATH: `${tempDir()}/memory.jsonl` } },
+});
+
+test('a replica started after another answers from the store without starting the server', async (t) => {
+  const port = await freePort();
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  const servers = [memory()];
+  const store = { url: `redis://127.0.0.1:${port}`, prefix: 'replicas-test' };
+
+  const first = await serveHttp(servers, { discovery: { store } });
+  t.after(() => first.child.kill());
+  // The first replica has no snapshot: it starts the server, lists its tools and shares them.
+  await until(async () => (await readyz(first.base)).status === 200, 20_000, 'first ready');
+  await until(async () => (await tool(first.url, 'list_mcp_servers', {})).includes('connected'), 20_000, 'first connected');
+  await until(
+    () => spawnSync('redis-cli', ['-p', String(port), '--scan', '--pattern', 'replicas-test:catalog:*']).stdout.toString().trim() !== '',
+    10_000,
+    'the list is in the store',
+  );
+
+  const second = await serveHttp(servers, { discovery: { store } });
+  t.after(() => second.child.kill());
+  await until(async () => (await readyz(second.base)).status === 200, 20_000, 'second ready');
+  const { body } = await readyz(second.base);
+  assert.equal(body.store.up, true, JSON.stringify(body));
+  const found = await tool(second.url, 'search_tools', { query: 'create entities in the knowledge graph' });
+  assert.ok(found.includes('create_entities'), found);
+  const listed = await tool(second.url, 'list_mcp_servers', {});
+  assert.ok(listed.includes('idle') && !listed.includes('connected'), `the second replica did not start the server: ${listed}`);
+});
+
+test('a replica whose store does not answer at start is not ready, and says why, until it does', async (t) => {
+  const port = await freePort();
+  const store = { url: `redis://127.0.0.1:${port}`, prefix: 'late-store' };
+  const replica = await serveHttp([memory()], { discovery: { store } });
+  t.after(() => replica.child.kill());
+  await until(async () => (await readyz(replica.base)).body.reason?.includes('does not answer'), 20_000, 'not ready, with the reason');
+  const { status, body } = await readyz(replica.base);
+  assert.equal(status, 503);
+  assert.match(body.reason, /store redis:\/\/127\.0\.0\.1:\d+ does not answer/);
+
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  // The change subscription reconnects by itself and reads the catalog: ready.
+  await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready once the store answers');
+  assert.ok(replica.stderr().includes('does not answer'), replica.stderr());
+});
