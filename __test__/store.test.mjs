@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 
-import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir } from './helpers.mjs';
+import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir, bin, writeConfig, isolatedEnv, listening } from './helpers.mjs';
 
 /** Resolves once the async `predicate` holds; fails after `ms`. */
 async function until(predicate, ms, what) {
@@ -92,4 +92,52 @@ test('a replica whose store does not answer at start is not ready, and says why,
   // The change subscription reconnects by itself and reads the catalog: ready.
   await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready once the store answers');
   assert.ok(replica.stderr().includes('does not answer'), replica.stderr());
+});
+
+test('rate limits are shared by replicas: the third call within the burst on either replica waits, told how long', async (t) => {
+  const port = await freePort();
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  const discovery = {
+    store: { url: `redis://127.0.0.1:${port}`, prefix: 'rate-test' },
+    rateLimits: { perCaller: { callsPerSecond: 0.05, burst: 2 } },
+  };
+  const servers = [memory()];
+  const [a, b] = [await serveHttp(servers, { discovery }), await serveHttp(servers, { discovery })];
+  t.after(() => a.child.kill());
+  t.after(() => b.child.kill());
+  for (const replica of [a, b]) await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready');
+  const execute = (replica) => tool(replica.url, 'execute_tool', { server: 'memory', tool: 'read_graph', arguments: {} });
+  assert.ok(!(await execute(a)).includes('RATE_LIMITED'));
+  assert.ok(!(await execute(b)).includes('RATE_LIMITED'));
+  const refused = JSON.parse(await execute(a));
+  assert.equal(refused.error.code, 'RATE_LIMITED', JSON.stringify(refused));
+  assert.match(refused.error.message, /caller local may make 0\.05 calls a second \(bursts of 2\); retry after \d+\.\d s/);
+  assert.ok(refused.error.retryAfterMs > 10_000 && refused.error.retryAfterMs <= 20_000, JSON.stringify(refused));
+});
+
+test("the store's URL and key are the gateway's: a stdio server does not inherit their variables", async (t) => {
+  const port = await freePort();
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  const config = writeConfig({
+    discovery: {
+      store: { url: '${TEST_STORE_URL}', key: '${TEST_STORE_KEY}', prefix: 'env-test' },
+      servers: [{ name: 'everything', connection: { command: process.execPath, args: [serverPaths.everything] } }],
+    },
+  });
+  const env = isolatedEnv({
+    TEST_STORE_URL: `redis://127.0.0.1:${port}`,
+    TEST_STORE_KEY: 'MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=',
+    TEST_OTHER_VARIABLE: 'inherited',
+  });
+  const child = spawn(process.execPath, [bin, 'serve', '--http', '127.0.0.1:0', '--config', config], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const replica = await listening(child);
+  t.after(() => child.kill());
+  await until(async () => (await readyz(replica.base)).status === 200, 20_000, 'ready');
+  const printed = await tool(replica.url, 'execute_tool', { server: 'everything', tool: 'get-env', arguments: {} });
+  assert.ok(printed.includes('TEST_OTHER_VARIABLE'), printed.slice(0, 400));
+  assert.ok(!printed.includes('TEST_STORE_URL') && !printed.includes('TEST_STORE_KEY'), printed.slice(0, 2000));
 });

@@ -14,6 +14,7 @@ mod dto;
 mod execute;
 mod exposed;
 mod offers;
+mod rate;
 mod shared;
 mod state;
 mod trust;
@@ -135,7 +136,7 @@ impl Engine {
         state.ensure_started();
         if state.shared.store.is_shared() {
             self.following
-                .call_once(|| shared::follow(Arc::downgrade(&self.state), state.shared.store.clone()));
+                .call_once(|| shared::follow(Arc::downgrade(&self.state), &state.shared.store));
         }
         state
     }

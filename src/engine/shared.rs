@@ -35,6 +35,9 @@ struct Changed {
 #[derive(Debug)]
 pub struct Shared {
     pub store: Store,
+    /// This process's own map, for what must go on when the shared store does not answer
+    /// (rate-limit buckets).
+    pub fallback: Store,
     /// Why `discovery.store` could not be opened: the gateway then runs on a map of its own,
     /// and says so in logs and `/readyz`.
     pub problem: Option<String>,
@@ -62,6 +65,7 @@ impl Shared {
         let synced = watch::channel(!store.is_shared()).0;
         Self {
             store,
+            fallback: Store::memory(),
             problem,
             spec: spec.clone(),
             synced,
@@ -136,7 +140,7 @@ impl Shared {
         &self,
         specs: &[&ServerSpec],
     ) -> Result<HashMap<String, (u64, Vec<u8>)>, StoreError> {
-        if !self.store.is_shared() || specs.is_empty() {
+        if !self.store.is_shared() {
             return Ok(HashMap::new());
         }
         let keys: Vec<String> = specs
@@ -191,7 +195,7 @@ impl Shared {
 
 /// Follow the other replicas' list changes into whatever state `engine` holds, until the
 /// engine is gone. Needs the tokio runtime.
-pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: Store) {
+pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
     let channel = store.key(&["catalog-changed"]);
     let mut deliveries = store.subscribe(&channel);
     tokio::spawn(async move {

@@ -378,15 +378,7 @@ fn random_bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut text, b| {
-            let _ = write!(text, "{b:02x}");
-            text
-        })
-}
+use crate::hash::hex;
 
 #[cfg(test)]
 mod tests {

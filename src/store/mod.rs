@@ -73,7 +73,8 @@ pub struct Health {
 #[derive(Debug)]
 enum Backend {
     Memory(memory::Memory),
-    Remote(remote::Remote),
+    /// Boxed: the driver's client and connection manager are large.
+    Remote(Box<remote::Remote>),
 }
 
 #[derive(Debug)]
@@ -112,6 +113,12 @@ impl Store {
                 source,
             })
         };
+        // Variables holding the store's password or key are the gateway's, not its servers'.
+        crate::secrets::withhold_variables(
+            std::iter::once(written)
+                .chain(&spec.key)
+                .flat_map(|text| crate::config::expand::referenced_variables(text)),
+        );
         let url = expand("discovery.store.url", written)?;
         crate::config::store::check_url(&url).map_err(StoreError::Url)?;
         let parsed = reqwest::Url::parse(&url).map_err(|e| StoreError::Url(e.to_string()))?;
@@ -128,7 +135,12 @@ impl Store {
         let at = crate::secrets::redact_url(&url);
         let remote = remote::Remote::new(&url)
             .map_err(|e| StoreError::Url(crate::secrets::scrub(&e.to_string()).into_owned()))?;
-        Ok(Some(Self::assemble(Backend::Remote(remote), spec.prefix(), at, sealer)))
+        Ok(Some(Self::assemble(
+            Backend::Remote(Box::new(remote)),
+            spec.prefix(),
+            at,
+            sealer,
+        )))
     }
 
     fn assemble(backend: Backend, prefix: &str, at: String, sealer: Option<Sealer>) -> Self {
@@ -410,7 +422,7 @@ fn random_hex(bytes: usize) -> String {
             .as_nanos();
         return format!("{nanos:x}");
     }
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hash::hex(&buffer)
 }
 
 #[cfg(test)]
