@@ -222,10 +222,10 @@ describe('replicas sharing one redis-server behind haproxy', () => {
     for (const replica of [a, b]) {
       const down = await until(async () => {
         const { status, body } = await readyz(replica.base);
-        return status === 200 && body.store?.up === false ? body : null;
+        return status === 200 && body.store?.up === false && (await metric(replica.base, 'discovery_store_up')) === 0 ? body : null;
       }, 10_000);
       if (down) console.log(`replica ${replica.name} with the store down: /readyz 200, store ${JSON.stringify(down.store)}`);
-      else notDown.push(`replica ${replica.name}, 10 s after the store was killed, /readyz: ${JSON.stringify(await readyz(replica.base))}`);
+      else notDown.push(`replica ${replica.name}, 10 s after the store was killed, /readyz: ${JSON.stringify(await readyz(replica.base))}, discovery_store_up ${await metric(replica.base, 'discovery_store_up')}`);
     }
     assert.deepEqual(await lb.states(), { a: 'UP', b: 'UP' });
 
