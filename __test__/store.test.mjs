@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 
-import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir, bin, writeConfig, isolatedEnv, listening } from './helpers.mjs';
+import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir, bin, writeConfig, isolatedEnv, listening, root } from './helpers.mjs';
 
 /** Resolves once the async `predicate` holds; fails after `ms`. */
 async function until(predicate, ms, what) {
@@ -140,4 +140,36 @@ test("the store's URL and key are the gateway's: a stdio server does not inherit
   const printed = await tool(replica.url, 'execute_tool', { server: 'everything', tool: 'get-env', arguments: {} });
   assert.ok(printed.includes('TEST_OTHER_VARIABLE'), printed.slice(0, 400));
   assert.ok(!printed.includes('TEST_STORE_URL') && !printed.includes('TEST_STORE_KEY'), printed.slice(0, 2000));
+});
+
+test('tool pins are the team\'s: the first replica to see a tool pins it, and trusting it on one replica trusts it on all', async (t) => {
+  const port = await freePort();
+  const redis = startRedis(port);
+  t.after(() => redis.kill());
+  await redisUp(port);
+  const store = { url: `redis://127.0.0.1:${port}`, prefix: 'pins-test' };
+  const listing = (extra) => [
+    { name: 'tools', connection: { command: process.execPath, args: [`${root}/__test__/fixtures/listing-server.mjs`, '--count', '3', ...extra] } },
+  ];
+  const first = await serveHttp(listing([]), { discovery: { store } });
+  t.after(() => first.child.kill());
+  await until(async () => (await readyz(first.base)).status === 200, 20_000, 'first ready');
+  await until(async () => (await tool(first.url, 'list_tools', { server: 'tools' })).includes('t3'), 20_000, 'first lists t3');
+  await until(() => spawnSync('redis-cli', ['-p', String(port), 'hlen', 'pins-test:pins:tools']).stdout.toString().trim() === '3', 10_000, 'pins in the store');
+
+  // The second replica's server says something else of the same tools (longer descriptions).
+  const secondConfig = writeConfig({ discovery: { servers: listing(['--pad', '12']), store } });
+  const secondEnv = isolatedEnv();
+  const child = spawn(process.execPath, [bin, 'serve', '--http', '127.0.0.1:0', '--config', secondConfig], { env: secondEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const second = await listening(child);
+  t.after(() => child.kill());
+  await until(async () => (await readyz(second.base)).status === 200, 20_000, 'second ready');
+  await until(async () => (await tool(second.url, 'list_tools', { server: 'tools' })).includes('changed'), 20_000, 'marked changed on the second replica');
+
+  // Trusted from the command line, on the second replica's config: both see it.
+  const trusted = spawnSync(process.execPath, [bin, 'trust', 'tools', '--config', secondConfig], { env: secondEnv, encoding: 'utf8' });
+  assert.equal(trusted.status, 0, trusted.stderr);
+  await until(async () => !(await tool(second.url, 'list_tools', { server: 'tools' })).includes('changed'), 20_000, 'trusted on the second replica');
+  // The first replica's server still says the old version: to the team it now differs from what was trusted.
+  await until(async () => (await tool(first.url, 'list_tools', { server: 'tools' })).includes('changed'), 20_000, 'the first replica follows the trust');
 });

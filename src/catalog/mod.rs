@@ -23,6 +23,9 @@ use crate::trust::{self, pins::Change, pins::Fingerprint, Checked, Flag, Warning
 
 pub mod file;
 
+/// Most tools of one server kept (what a server lists past it is dropped, and said so).
+pub const MAX_SERVER_TOOLS: usize = 10_000;
+
 /// Longest summary, in characters.
 pub const SUMMARY_MAX_CHARS: usize = 120;
 

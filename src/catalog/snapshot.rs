@@ -209,9 +209,19 @@ pub fn encode(spec: &ServerSpec, tools: &[Tool], checks: Option<&[(u64, Checked)
     serde_json::to_string(&file).expect("a snapshot serializes: tools are JSON already")
 }
 
+/// Largest snapshot read back (a file, or a value in the shared store): far above any list a
+/// server may give (`upstream::listing::MAX_TOOLS` tools).
+const MAX_BYTES: usize = 256 * 1024 * 1024;
+
 /// A snapshot's text read back, if it is of `spec` and this gateway version.
 pub fn decode(bytes: &[u8], spec: &ServerSpec) -> Result<Snapshot, Unusable> {
+    if bytes.len() > MAX_BYTES {
+        return Err(Unusable::TooLarge(bytes.len()));
+    }
     let file = parse(bytes, spec)?;
+    if file.tools.len() > super::MAX_SERVER_TOOLS {
+        return Err(Unusable::TooMany(file.tools.len()));
+    }
     Ok(Snapshot {
         checks: file.checks.and_then(|checks| read_checks(checks, file.tools.len())),
         tools: file.tools,
@@ -333,6 +343,10 @@ pub enum Unusable {
     OtherVersion { version: String, format: u32 },
     #[error("belongs to another server or launch spec")]
     OtherServer,
+    #[error("{0} bytes: more than any server's list can be")]
+    TooLarge(usize),
+    #[error("{0} tools: more than a server's list may hold")]
+    TooMany(usize),
 }
 
 fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, Unusable> {

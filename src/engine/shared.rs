@@ -7,6 +7,13 @@
 //! newest), and a message on `<prefix>:catalog-changed` tells the other replicas, which read
 //! it and index it. A replica that (re)subscribes reads every list again, so one that missed
 //! messages while the store was down catches up when it is back.
+//!
+//! Tool pins (trust on first use) are shared the same way: one hash per server,
+//! `<prefix>:pins:<server>`, tool name → pin. A first sighting is written only where the tool
+//! has no pin yet, so the first replica to see a tool decides its pin; an approval (`trust`)
+//! overwrites. Every replica takes the store's pins over its own and reviews the server's
+//! tools again, so a tool changed since the team first saw it is marked on every replica, and
+//! trusting it anywhere trusts it everywhere.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
@@ -16,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use super::state::State;
+use super::trust::Review;
 use crate::catalog::snapshot;
 use crate::config::{ServerSpec, StoreSpec};
 use crate::store::{Delivery, Health, Store, StoreError};
@@ -23,13 +31,19 @@ use crate::store::{Delivery, Health, Store, StoreError};
 /// How long a start waits for the store's tool lists before going on without them.
 const PREFETCH_DEADLINE: Duration = Duration::from_secs(5);
 
-/// The message telling replicas a server's list changed.
+/// The message telling replicas what changed in the store.
 #[derive(Debug, Serialize, Deserialize)]
-struct Changed {
-    server: String,
-    stem: String,
-    version: u64,
-    replica: String,
+#[serde(tag = "kind", rename_all = "camelCase")]
+enum Changed {
+    /// A server's tool list.
+    Tools {
+        server: String,
+        stem: String,
+        version: u64,
+        replica: String,
+    },
+    /// A server's tool pins (first sightings, approvals).
+    Pins { server: String },
 }
 
 #[derive(Debug)]
@@ -119,7 +133,7 @@ impl Shared {
     }
 
     fn channel(&self) -> String {
-        self.store.key(&["catalog-changed"])
+        channel(&self.store)
     }
 
     /// Whether `version` of the list under `stem` is newer than the one held; if so it is
@@ -178,7 +192,7 @@ impl Shared {
         let store = self.store.clone();
         let key = self.catalog_key(&stem);
         let channel = self.channel();
-        let message = Changed {
+        let message = Changed::Tools {
             server: spec.name.clone(),
             stem,
             version,
@@ -193,11 +207,106 @@ impl Shared {
     }
 }
 
+/// A server's pins as the store has them: tool name → pin JSON.
+pub(super) type PinFields = Vec<(String, Vec<u8>)>;
+
+impl Shared {
+    /// The store's pins of each of `servers` (one round trip); servers without any left out.
+    pub(super) async fn fetch_pins(&self, servers: &[String]) -> Result<Vec<(String, PinFields)>, StoreError> {
+        if !self.store.is_shared() {
+            return Ok(Vec::new());
+        }
+        let hashes: Vec<String> = servers.iter().map(|s| pins_key(&self.store, s)).collect();
+        let found = self.store.hash_all(&hashes).await?;
+        Ok(servers
+            .iter()
+            .zip(found)
+            .filter(|(_, fields)| !fields.is_empty())
+            .map(|(server, fields)| {
+                let fields = fields
+                    .into_iter()
+                    .filter_map(|(name, pin)| String::from_utf8(name).ok().map(|name| (name, pin)))
+                    .collect();
+                (server.clone(), fields)
+            })
+            .collect())
+    }
+
+    /// [`Shared::fetch_pins`] from a blocking thread, bounded.
+    pub(super) fn fetch_pins_blocking(&self, servers: &[String]) -> Result<Vec<(String, PinFields)>, StoreError> {
+        tokio::runtime::Handle::current().block_on(async {
+            tokio::time::timeout(PREFETCH_DEADLINE, self.fetch_pins(servers))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Unavailable {
+                        at: self.store.health().at,
+                        reason: "no answer within 5 s".to_owned(),
+                    })
+                })
+        })
+    }
+
+    /// Write a server's pins to the store and tell every replica (see [`share_pins`]).
+    pub(super) async fn share_pins(
+        &self,
+        server: &str,
+        fields: Vec<(String, Vec<u8>, bool)>,
+    ) -> Result<(), StoreError> {
+        if !self.store.is_shared() {
+            return Ok(());
+        }
+        share_pins(&self.store, server, fields).await
+    }
+
+    /// [`Shared::share_pins`] in the background (first sightings while indexing).
+    pub(super) fn share_pins_later(&self, server: &str, fields: Vec<(String, Vec<u8>, bool)>) {
+        if !self.store.is_shared() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        let server = server.to_owned();
+        runtime.spawn(async move {
+            let _ = share_pins(&store, &server, fields).await;
+        });
+    }
+}
+
+/// Where replicas announce what changed.
+fn channel(store: &Store) -> String {
+    store.key(&["catalog-changed"])
+}
+
+fn pins_key(store: &Store, server: &str) -> String {
+    store.key(&["pins", server])
+}
+
+/// Write a server's pins — first sightings only where the tool has none, approvals over
+/// whatever is there — and tell every replica (the writer too: if another replica's pin won,
+/// it takes that one).
+async fn share_pins(store: &Store, server: &str, fields: Vec<(String, Vec<u8>, bool)>) -> Result<(), StoreError> {
+    let (approved, seen): (Vec<_>, Vec<_>) = fields.into_iter().partition(|(_, _, approved)| *approved);
+    let pairs = |list: Vec<(String, Vec<u8>, bool)>| -> Vec<(Vec<u8>, Vec<u8>)> {
+        list.into_iter()
+            .map(|(name, pin, _)| (name.into_bytes(), pin))
+            .collect()
+    };
+    let key = pins_key(store, server);
+    store.hash_set_if_absent(&key, &pairs(seen)).await?;
+    store.hash_set(&key, &pairs(approved)).await?;
+    let message = serde_json::to_vec(&Changed::Pins {
+        server: server.to_owned(),
+    })
+    .expect("a change message serializes");
+    store.publish(&channel(store), &message).await
+}
+
 /// Follow the other replicas' list changes into whatever state `engine` holds, until the
 /// engine is gone. Needs the tokio runtime.
 pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
-    let channel = store.key(&["catalog-changed"]);
-    let mut deliveries = store.subscribe(&channel);
+    let mut deliveries = store.subscribe(&channel(store));
     tokio::spawn(async move {
         while let Some(delivery) = deliveries.recv().await {
             let Some(state) = engine
@@ -210,13 +319,16 @@ pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
             state.indexed().await;
             match delivery {
                 Delivery::Connected => resync(&state).await,
-                Delivery::Message(bytes) => {
-                    if let Ok(changed) = serde_json::from_slice::<Changed>(&bytes) {
-                        if changed.replica != state.shared.store.replica() {
-                            read_changed(&state, &changed).await;
-                        }
-                    }
-                }
+                Delivery::Message(bytes) => match serde_json::from_slice::<Changed>(&bytes) {
+                    Ok(Changed::Tools {
+                        server,
+                        stem,
+                        version: _,
+                        replica,
+                    }) if replica != state.shared.store.replica() => read_changed(&state, &server, &stem).await,
+                    Ok(Changed::Pins { server }) => read_pins(&state, &[server], Review::Always).await,
+                    _ => {}
+                },
                 Delivery::Lost(why) => {
                     tracing::warn!(reason = %crate::secrets::scrub(&why), "lost the store's change messages: serving from memory until it is back");
                 }
@@ -240,18 +352,35 @@ async fn resync(state: &Arc<State>) {
             apply(state, spec, version, bytes).await;
         }
     }
+    let servers: Vec<String> = specs.into_iter().map(|s| s.name).collect();
+    read_pins(state, &servers, Review::IfChanged).await;
     if state.is_indexed() {
         state.shared.mark_synced();
     }
 }
 
-async fn read_changed(state: &Arc<State>, changed: &Changed) {
-    let Some(spec) = state.config.servers().iter().find(|s| s.name == changed.server) else {
+/// Take the store's pins of `servers` over this replica's, and review those servers' tools
+/// again where they changed.
+async fn read_pins(state: &Arc<State>, servers: &[String], review: Review) {
+    let Ok(found) = state.shared.fetch_pins(servers).await else {
+        return;
+    };
+    let state = state.clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        for (server, fields) in found {
+            state.adopt_pins(&server, &fields, review);
+        }
+    })
+    .await;
+}
+
+async fn read_changed(state: &Arc<State>, server: &str, announced: &str) {
+    let Some(spec) = state.config.servers().iter().find(|s| s.name == server) else {
         return;
     };
     let stem = snapshot::stem(spec);
     // Another launch spec or gateway version: not this replica's list.
-    if stem != changed.stem {
+    if stem != announced {
         return;
     }
     let key = state.shared.catalog_key(&stem);

@@ -274,7 +274,13 @@ impl State {
                 None
             }
         };
-        let synced = prefetched.is_some();
+        // And their pins, taken over this replica's before its tools are reviewed.
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let pins = self.shared.fetch_pins_blocking(&names);
+        let synced = prefetched.is_some() && pins.is_ok();
+        for (server, fields) in pins.unwrap_or_default() {
+            self.adopt_pins(&server, &fields, super::trust::Review::Never);
+        }
         let from_store = prefetched.unwrap_or_default();
         let from_store = &from_store;
         // Two stages: files → catalog entries (parse, hashes, summaries, rules, trust checks
@@ -439,6 +445,11 @@ impl State {
                 store.save(&server.spec, &tools, Some(&checks), Some(saved_at_ms));
             }
         }
+    }
+
+    /// Held while lists are applied to the catalog (events, other replicas' lists and pins).
+    pub(super) fn applying_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.applying.lock().expect("events lock is never poisoned")
     }
 
     /// Where snapshots are kept; `None` when the cache is off.

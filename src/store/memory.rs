@@ -172,6 +172,35 @@ impl Memory {
         });
     }
 
+    pub fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
+        self.with(|entries, now| {
+            if !matches!(Self::live(entries, hash, now).map(|e| &e.value), Some(Value::Hash(_))) {
+                Self::insert(entries, hash, Value::Hash(HashMap::new()), None, now);
+            }
+            if let Some(Entry {
+                value: Value::Hash(map),
+                ..
+            }) = entries.get_mut(hash)
+            {
+                for (field, value) in pairs {
+                    map.entry(field.clone()).or_insert_with(|| value.clone());
+                }
+            }
+        });
+    }
+
+    pub fn hget_all(&self, hashes: &[String]) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.with(|entries, now| {
+            hashes
+                .iter()
+                .map(|hash| match Self::live(entries, hash, now).map(|e| &e.value) {
+                    Some(Value::Hash(map)) => map.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        })
+    }
+
     /// See [`super::Store::take_token`]: the same arithmetic as the Redis script.
     pub fn take_token(&self, key: &str, per_second: f64, burst: u32, ttl: Duration) -> Option<Duration> {
         self.with(|entries, now| {

@@ -295,6 +295,25 @@ impl Store {
         }
     }
 
+    /// Set the fields of `hash` that are not set yet (others keep their value).
+    pub async fn hash_set_if_absent(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StoreError> {
+        match &self.0.backend {
+            Backend::Memory(m) => {
+                m.hset_nx_many(hash, pairs);
+                Ok(())
+            }
+            Backend::Remote(r) => self.observe(r.hset_nx_many(hash, pairs).await),
+        }
+    }
+
+    /// Every field of each of `hashes` (one round trip), in order.
+    pub async fn hash_all(&self, hashes: &[String]) -> Result<Vec<Vec<(Vec<u8>, Vec<u8>)>>, StoreError> {
+        match &self.0.backend {
+            Backend::Memory(m) => Ok(m.hget_all(hashes)),
+            Backend::Remote(r) => self.observe(r.hget_all(hashes).await),
+        }
+    }
+
     /// Take one token of the bucket `key` (refilled at `per_second`, holding at most `burst`):
     /// `None` when taken, else how long until one is there. Buckets idle a minute past full
     /// are forgotten.

@@ -174,6 +174,28 @@ impl Remote {
         self.connection()?.hset_multiple(hash, pairs).await
     }
 
+    pub async fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> redis::RedisResult<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (field, value) in pairs {
+            pipe.cmd("HSETNX").arg(hash).arg(field).arg(value).ignore();
+        }
+        pipe.query_async(&mut self.connection()?).await
+    }
+
+    pub async fn hget_all(&self, hashes: &[String]) -> redis::RedisResult<Vec<Vec<(Vec<u8>, Vec<u8>)>>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for hash in hashes {
+            pipe.cmd("HGETALL").arg(hash);
+        }
+        pipe.query_async(&mut self.connection()?).await
+    }
+
     pub async fn take_token(
         &self,
         key: &str,

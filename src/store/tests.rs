@@ -103,6 +103,21 @@ async fn operations_hold(store: &Store) {
     let got = store.hash_get(&hash, &[vec![2], vec![3], vec![1]]).await.unwrap();
     assert_eq!(got, vec![Some(vec![20]), None, Some(vec![10, 11])]);
 
+    store
+        .hash_set_if_absent(&hash, &[(vec![1], vec![99]), (vec![4], vec![40])])
+        .await
+        .unwrap();
+    let mut all = store.hash_all(&[hash.clone(), store.key(&["none"])]).await.unwrap();
+    all[0].sort();
+    assert_eq!(
+        all,
+        vec![
+            vec![(vec![1], vec![10, 11]), (vec![2], vec![20]), (vec![4], vec![40])],
+            vec![]
+        ],
+        "set only where absent"
+    );
+
     let lock = store.lock("refresh", Duration::from_secs(5)).await.unwrap().unwrap();
     assert!(
         store.lock("refresh", Duration::from_secs(5)).await.unwrap().is_none(),
