@@ -13,6 +13,18 @@ import { answerOf, exited, freePort, isolatedEnv, listening, raw2026, root, temp
 export const debugBinary = join(root, 'target', hostTriple(), 'debug/anygpt-discovery');
 export const fixtureServer = join(root, '__test__/fixtures/replica-server.mjs');
 
+/** Every process started here: killed when this process exits, so a failed run leaves none. */
+const started = new Set();
+process.on('exit', () => {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+/** `child`, remembered until it exits. */
+function tracked(child) {
+  started.add(child);
+  child.once('exit', () => started.delete(child));
+  return child;
+}
+
 /** The path of `command`, or an error naming the Debian package (scripts/test.mjs installs it). */
 function command(name) {
   const path = findCommand(name);
@@ -48,11 +60,11 @@ function printed(child, pattern, what, ms = 20_000) {
 export async function startRedis(port = undefined) {
   port ??= await freePort();
   const dir = tempDir('anygpt-redis-');
-  const child = spawn(
+  const child = tracked(spawn(
     command('redis-server'),
     ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--protected-mode', 'yes'],
     { stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  ));
   await printed(child, /Ready to accept connections/, `redis-server on port ${port}`);
   const exit = exited(child);
   return {
@@ -101,10 +113,12 @@ export async function startReplica(name, config, { binary = debugBinary, port = 
   port ??= await freePort();
   const replicaEnv = isolatedEnv({ ANYGPT_LOG: 'warn', ...env });
   const spawnedAt = performance.now();
-  const child = spawn(binary, ['serve', '--http', `127.0.0.1:${port}`, '--config', config], {
-    env: replicaEnv,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const child = tracked(
+    spawn(binary, ['serve', '--http', `127.0.0.1:${port}`, '--config', config], {
+      env: replicaEnv,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
   const started = await listening(child);
   return {
     ...started,
@@ -196,7 +210,7 @@ export async function startHaproxy(backends, port = undefined) {
       '',
     ].join('\n'),
   );
-  const child = spawn(command('haproxy'), ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = tracked(spawn(command('haproxy'), ['-db', '-f', cfg], { stdio: ['ignore', 'pipe', 'pipe'] }));
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
