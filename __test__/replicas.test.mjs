@@ -1,8 +1,9 @@
 // Replicas on loopback (#27): a real redis-server as the store two `serve --http` replicas share,
 // a real haproxy in front health-checking `/readyz`, and through it a client whose requests
 // alternate replicas. A tool list changed on one replica is searched on the other; a third
-// replica started with an empty cache answers from the store before any server starts; Redis
-// killed mid-run leaves both serving, and restarted they sync again; a replica SIGKILLed under
+// replica started with an empty cache answers from the store before any server starts (and,
+// with the semantic tier on, embeds nothing another replica embedded); Redis killed mid-run
+// leaves both serving and saying so, and restarted they sync again; a replica SIGKILLed under
 // load loses no answered call and runs no call twice but those that failed.
 //
 // redis-server and haproxy are Debian's (npm test installs them when missing: scripts/debian.mjs).
@@ -159,7 +160,7 @@ describe('replicas sharing one redis-server behind haproxy', () => {
       const hitMs = performance.now() - c.spawnedAt;
       console.log(`third replica, empty cache, ${CATALOG}-tool catalog in the store: spawn → ready ${readyMs.toFixed(0)} ms, spawn → first correct hit ${hitMs.toFixed(0)} ms`);
       assert.ok(hit, `the third replica never ranked ${NEEDLE.tool} first for "${NEEDLE.query}"`);
-      // Answered before the first hit too: a search on a ready replica sees the whole catalog.
+      // The whole catalog, from the store: every server idle, none started, none listed.
       const { body: servers } = await metaCall(c.url, 'list_mcp_servers');
       const catalog = servers.servers.find((s) => s.name === 'catalog');
       assert.equal(catalog.toolCount, CATALOG, JSON.stringify(servers));
