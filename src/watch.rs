@@ -18,7 +18,7 @@
 //! replace a file by renaming another over it, which ends a watch on the file. A config that
 //! is a symlink (dotfile managers link them so) is watched at both ends: the link, which may
 //! be pointed elsewhere, and its target, where the edits happen. In a linked config's folder
-//! any entry created, renamed or removed counts as a change too: a Kubernetes ConfigMap volume
+//! any entry created, renamed or removed counts as a change too: a Kubernetes config map volume
 //! is updated by pointing a second link (`..data`) at a new folder, so the target's folder
 //! watched at start is gone after the first update, and only the link's folder sees the next.
 
@@ -396,7 +396,7 @@ mod tests {
         assert!(changes.try_recv().is_err(), "the burst was absorbed");
     }
 
-    /// A ConfigMap update as the kubelet makes it: the file in a new timestamped folder, a
+    /// A config map update as the kubelet makes it: the file in a new timestamped folder, a
     /// `..data_tmp` link to it renamed over `..data`, the old folder removed.
     #[cfg(unix)]
     fn kubelet_update(dir: &Path, n: u32) {

@@ -13,6 +13,7 @@ mod cap;
 mod dto;
 mod execute;
 mod exposed;
+mod follow;
 mod offers;
 mod rate;
 mod shared;
@@ -136,7 +137,7 @@ impl Engine {
         state.ensure_started();
         if state.shared.store.is_shared() {
             self.following
-                .call_once(|| shared::follow(Arc::downgrade(&self.state), &state.shared.store));
+                .call_once(|| follow::follow(Arc::downgrade(&self.state), &state.shared.store));
         }
         state
     }

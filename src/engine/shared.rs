@@ -16,25 +16,33 @@
 //! trusting it anywhere trusts it everywhere.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::state::State;
-use super::trust::Review;
 use crate::catalog::snapshot;
 use crate::config::{ServerSpec, StoreSpec};
-use crate::store::{Delivery, Health, Store, StoreError};
+use crate::store::{Health, Store, StoreError};
 
 /// How long a start waits for the store's tool lists before going on without them.
 const PREFETCH_DEADLINE: Duration = Duration::from_secs(5);
 
+/// When the store's pins taken over a replica's mark a server's tools again
+/// (`State::adopt_pins`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Review {
+    /// Not now: the tools are reviewed next (a start, before indexing).
+    Never,
+    IfChanged,
+    Always,
+}
+
 /// The message telling replicas what changed in the store.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
-enum Changed {
+pub(super) enum Changed {
     /// A server's tool list.
     Tools {
         server: String,
@@ -128,7 +136,7 @@ impl Shared {
 }
 
 impl Shared {
-    fn catalog_key(&self, stem: &str) -> String {
+    pub(super) fn catalog_key(&self, stem: &str) -> String {
         self.store.key(&["catalog", stem])
     }
 
@@ -275,7 +283,7 @@ impl Shared {
 }
 
 /// Where replicas announce what changed.
-fn channel(store: &Store) -> String {
+pub(super) fn channel(store: &Store) -> String {
     store.key(&["catalog-changed"])
 }
 
@@ -301,103 +309,4 @@ async fn share_pins(store: &Store, server: &str, fields: Vec<(String, Vec<u8>, b
     })
     .expect("a change message serializes");
     store.publish(&channel(store), &message).await
-}
-
-/// Follow the other replicas' list changes into whatever state `engine` holds, until the
-/// engine is gone. Needs the tokio runtime.
-pub(super) fn follow(engine: Weak<RwLock<Arc<State>>>, store: &Store) {
-    let mut deliveries = store.subscribe(&channel(store));
-    tokio::spawn(async move {
-        while let Some(delivery) = deliveries.recv().await {
-            let Some(state) = engine
-                .upgrade()
-                .map(|e| e.read().unwrap_or_else(PoisonError::into_inner).clone())
-            else {
-                return;
-            };
-            // The start reads the store itself; what arrives meanwhile is read after it.
-            state.indexed().await;
-            match delivery {
-                Delivery::Connected => resync(&state).await,
-                Delivery::Message(bytes) => match serde_json::from_slice::<Changed>(&bytes) {
-                    Ok(Changed::Tools {
-                        server,
-                        stem,
-                        version: _,
-                        replica,
-                    }) if replica != state.shared.store.replica() => read_changed(&state, &server, &stem).await,
-                    Ok(Changed::Pins { server }) => read_pins(&state, &[server], Review::Always).await,
-                    _ => {}
-                },
-                Delivery::Lost(why) => {
-                    tracing::warn!(reason = %crate::secrets::scrub(&why), "lost the store's change messages: serving from memory until it is back");
-                }
-            }
-        }
-    });
-}
-
-/// Read every server's list from the store and index those newer than the one held.
-async fn resync(state: &Arc<State>) {
-    let specs: Vec<ServerSpec> = state.config.servers().to_vec();
-    let keys: Vec<String> = specs
-        .iter()
-        .map(|s| state.shared.catalog_key(&snapshot::stem(s)))
-        .collect();
-    let Ok(found) = state.shared.store.get_versioned(&keys).await else {
-        return;
-    };
-    for (spec, found) in specs.iter().zip(found) {
-        if let Some((version, bytes)) = found {
-            apply(state, spec, version, bytes).await;
-        }
-    }
-    let servers: Vec<String> = specs.into_iter().map(|s| s.name).collect();
-    read_pins(state, &servers, Review::IfChanged).await;
-    if state.is_indexed() {
-        state.shared.mark_synced();
-    }
-}
-
-/// Take the store's pins of `servers` over this replica's, and review those servers' tools
-/// again where they changed.
-async fn read_pins(state: &Arc<State>, servers: &[String], review: Review) {
-    let Ok(found) = state.shared.fetch_pins(servers).await else {
-        return;
-    };
-    let state = state.clone();
-    let _ = tokio::task::spawn_blocking(move || {
-        for (server, fields) in found {
-            state.adopt_pins(&server, &fields, review);
-        }
-    })
-    .await;
-}
-
-async fn read_changed(state: &Arc<State>, server: &str, announced: &str) {
-    let Some(spec) = state.config.servers().iter().find(|s| s.name == server) else {
-        return;
-    };
-    let stem = snapshot::stem(spec);
-    // Another launch spec or gateway version: not this replica's list.
-    if stem != announced {
-        return;
-    }
-    let key = state.shared.catalog_key(&stem);
-    if let Ok(mut found) = state.shared.store.get_versioned(&[key]).await {
-        if let Some((version, bytes)) = found.pop().flatten() {
-            apply(state, spec, version, bytes).await;
-        }
-    }
-}
-
-/// Index a list read from the store, if newer than the one held (off the runtime's threads:
-/// indexing thousands of tools is CPU).
-async fn apply(state: &Arc<State>, spec: &ServerSpec, version: u64, bytes: Vec<u8>) {
-    if !state.shared.take_if_newer(&snapshot::stem(spec), version) {
-        return;
-    }
-    let state = state.clone();
-    let spec = spec.clone();
-    let _ = tokio::task::spawn_blocking(move || state.apply_shared_list(&spec, &bytes)).await;
 }

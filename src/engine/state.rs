@@ -279,7 +279,7 @@ impl State {
         let pins = self.shared.fetch_pins_blocking(&names);
         let synced = prefetched.is_some() && pins.is_ok();
         for (server, fields) in pins.unwrap_or_default() {
-            self.adopt_pins(&server, &fields, super::trust::Review::Never);
+            self.adopt_pins(&server, &fields, super::shared::Review::Never);
         }
         let from_store = prefetched.unwrap_or_default();
         let from_store = &from_store;

@@ -11,16 +11,8 @@ use crate::search::IndexedCatalog;
 use crate::trust::pins::parameters;
 use crate::trust::{shadow_warning, Flag};
 
+use super::shared::Review;
 use super::state::State;
-
-/// When [`State::adopt_pins`] marks a server's tools again.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Review {
-    /// Not now: the tools are reviewed next (a start, before indexing).
-    Never,
-    IfChanged,
-    Always,
-}
 
 impl State {
     /// Mark `server`'s entries: how each differs from its pinned version (pinning tools seen

@@ -158,21 +158,19 @@ impl Memory {
     }
 
     pub fn hset_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
-        self.with(|entries, now| {
-            if !matches!(Self::live(entries, hash, now).map(|e| &e.value), Some(Value::Hash(_))) {
-                Self::insert(entries, hash, Value::Hash(HashMap::new()), None, now);
-            }
-            if let Some(Entry {
-                value: Value::Hash(map),
-                ..
-            }) = entries.get_mut(hash)
-            {
-                map.extend(pairs.iter().cloned());
+        self.with_hash(hash, |map| map.extend(pairs.iter().cloned()));
+    }
+
+    pub fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
+        self.with_hash(hash, |map| {
+            for (field, value) in pairs {
+                map.entry(field.clone()).or_insert_with(|| value.clone());
             }
         });
     }
 
-    pub fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
+    /// Run `f` on the hash `hash`, made empty first when it is missing or not a hash.
+    fn with_hash(&self, hash: &str, f: impl FnOnce(&mut HashMap<Vec<u8>, Vec<u8>>)) {
         self.with(|entries, now| {
             if !matches!(Self::live(entries, hash, now).map(|e| &e.value), Some(Value::Hash(_))) {
                 Self::insert(entries, hash, Value::Hash(HashMap::new()), None, now);
@@ -182,9 +180,7 @@ impl Memory {
                 ..
             }) = entries.get_mut(hash)
             {
-                for (field, value) in pairs {
-                    map.entry(field.clone()).or_insert_with(|| value.clone());
-                }
+                f(map);
             }
         });
     }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// Most tools one server may list; the first this many are served. Hundreds of times what
 /// real servers have, and what keeps a hostile server's list from filling memory.
-pub const MAX_TOOLS: usize = crate::catalog::MAX_SERVER_TOOLS;
+pub const MAX_TOOLS: usize = 10_000;
 /// Longest tool name served, in characters: the MCP spec's limit.
 const MAX_NAME_CHARS: usize = 128;
 /// Deepest tool served, in nesting levels (the tool object is one). Real schemas stay under
@@ -372,6 +372,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn snapshots_hold_as_many_tools_as_a_list_keeps() {
+        assert_eq!(MAX_TOOLS, crate::catalog::MAX_SERVER_TOOLS);
+    }
 
     fn tool(name: &str) -> Value {
         json!({ "name": name, "inputSchema": { "type": "object" } })
