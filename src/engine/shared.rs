@@ -29,6 +29,9 @@ use crate::store::{Health, Store, StoreError};
 /// How long a start waits for the store's tool lists before going on without them.
 const PREFETCH_DEADLINE: Duration = Duration::from_secs(5);
 
+/// One of this process's own lists as last written: version, text, change message.
+type OwnList = (u64, String, Vec<u8>);
+
 /// When the store's pins taken over a replica's mark a server's tools again
 /// (`State::adopt_pins`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +75,7 @@ pub struct Shared {
     /// The lists this process got from its own servers, last of each (store key → version,
     /// text, change message): written again when the store is back, since a write that failed
     /// (or a store restarted empty) would otherwise never reach the other replicas.
-    own: Mutex<HashMap<String, (u64, String, Vec<u8>)>>,
+    own: Mutex<HashMap<String, OwnList>>,
 }
 
 impl Shared {
