@@ -93,6 +93,11 @@ export interface DiscoveryConfig {
    * tokens, rate limits. Off unless `url` is set: everything stays in this process.
    */
   store?: StoreSpec
+  /**
+   * Tool calls a caller, and a downstream server, may take a second (token buckets in the
+   * store, so replicas share them); past it a call answers `RATE_LIMITED` with when to retry.
+   */
+  rateLimits?: RateLimitsSpec
 }
 
 /**
@@ -290,6 +295,28 @@ export type OnToolChange = "warn" | "block"
 
 /** `pattern: "x"` or `pattern: ["x", "y"]`. */
 export type PatternList = string | Array<string>
+
+/** `discovery.rateLimits`. */
+export interface RateLimitsSpec {
+  /**
+   * Each caller's calls (`execute_tool` and tools shown directly), all servers together: a
+   * user of the team endpoint (issuer and subject), or the local user.
+   */
+  perCaller?: RateSpec | null
+  /**
+   * Each downstream server's calls, all callers together (what the server, or the API
+   * behind it, can take).
+   */
+  perServer?: RateSpec | null
+}
+
+/** One token bucket: refilled at `callsPerSecond`, holding at most `burst` calls. */
+export interface RateSpec {
+  /** Calls a second, on average (fractions allowed: 0.5 is one call every 2 s). */
+  callsPerSecond: number
+  /** Calls that may come at once after a quiet time (default: `callsPerSecond` rounded up). */
+  burst?: number | null
+}
 
 /**
  * `discovery.search`: the semantic tier (a sentence-embedding model fused with the lexical

@@ -9,6 +9,7 @@
 // get, read, completion or subscription of one answers exactly as for a name no server has.
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -153,6 +154,20 @@ describe('team mode: OAuth access tokens and per-caller tools', () => {
       assert.ok(header.includes(`resource_metadata="${metadataUrl}"`), `${what}: ${header}`);
       assert.ok(!(await answer.text()).includes(token), `${what}: the answer never quotes the token`);
     }
+    // A name the gateway does not serve is refused as such before any token is asked for
+    // (DNS rebinding: the page never learns it reached an MCP server that wants a token).
+    const rebound = await new Promise((resolve, reject) => {
+      const request = httpRequest(gateway.url, { method: 'POST', headers: { host: 'rebound.example', 'content-type': 'application/json' } }, (response) => {
+        let body = '';
+        response.on('data', (chunk) => (body += chunk));
+        response.on('end', () => resolve({ status: response.statusCode, body, challenge: response.headers['www-authenticate'] }));
+      });
+      request.on('error', reject);
+      request.end('{}');
+    });
+    assert.equal(rebound.status, 403, JSON.stringify(rebound));
+    assert.equal(rebound.challenge, undefined);
+    assert.match(rebound.body, /allowedHosts/);
     // /metrics names every server and tool called, whoever called them: a token is needed.
     assert.equal((await fetch(`${gateway.base}/metrics`)).status, 401);
     const scraped = await fetch(`${gateway.base}/metrics`, { headers: { authorization: `Bearer ${accessToken(key, audience, { sub: 'prometheus' })}` } });

@@ -2,11 +2,13 @@
 // `npm test`: everything CI runs, in order. Builds the debug addon and binary for the host
 // triple, then the Rust tests for the same triple (so nothing compiles twice), the node
 // tests (with `uvx` on PATH, installed from PyPI into .ci/uv if missing: see uv.mjs), and the
-// type check of index.d.ts.
+// type check of index.d.ts. The replica tests run a real redis-server and haproxy: installed
+// from Debian when missing and this runs as root (CI), else the run stops naming them.
 import { execFileSync } from 'node:child_process';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { hostTriple } from './host.mjs';
+import { ensureDebianTools } from './debian.mjs';
 import { ensureUvx } from './uv.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -16,8 +18,9 @@ const run = (cmd, args) => {
   execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
 };
 
-// First, so a machine that cannot get uvx learns it before the build, not after.
+// First, so a machine that cannot get uvx, redis-server or haproxy learns it before the build.
 const uvBin = ensureUvx(root);
+ensureDebianTools();
 if (uvBin) process.env.PATH = `${uvBin}${delimiter}${process.env.PATH}`;
 run(process.execPath, ['scripts/build.mjs']);
 run('cargo', ['test', '--target', target]);

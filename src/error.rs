@@ -24,6 +24,8 @@ pub enum ErrorCode {
     /// A toolRules `confirm` wanted a human yes and none came (declined, dismissed, or no one
     /// could be asked).
     ToolNotConfirmed,
+    /// A rate limit (`discovery.rateLimits`) held the call back: retry after the time given.
+    RateLimited,
 }
 
 impl ErrorCode {
@@ -41,6 +43,7 @@ impl ErrorCode {
             Self::ToolExecutionTimeout => "TOOL_EXECUTION_TIMEOUT",
             Self::ToolBlocked => "TOOL_BLOCKED",
             Self::ToolNotConfirmed => "TOOL_NOT_CONFIRMED",
+            Self::RateLimited => "RATE_LIMITED",
         }
     }
 }
@@ -116,6 +119,15 @@ pub enum Error {
     /// that knows its address). The call did not reach the server.
     #[error("server `{server}` needs your own sign-in: open {link} in your browser, sign in, then call the tool again (the link works once, for 10 minutes)")]
     SignInRequired { server: String, link: String },
+    /// A rate limit held the call back before the server saw it.
+    #[error("tool `{server}:{tool}` did not run: {limit}; retry after {:.1} s", retry_after.as_secs_f64())]
+    RateLimited {
+        server: String,
+        tool: String,
+        /// Whose limit, and what it allows (`caller alice may make 5 calls a second, 10 at once`).
+        limit: String,
+        retry_after: std::time::Duration,
+    },
     /// A request other than a tool call (a prompt, a resource read, a completion) failed at
     /// the server that owns it: the server's own error.
     #[error("{method} on server `{server}` failed: {source}")]
@@ -176,6 +188,7 @@ impl Error {
             Self::ToolExecutionTimeout { .. } => ErrorCode::ToolExecutionTimeout,
             Self::ToolBlocked { .. } => ErrorCode::ToolBlocked,
             Self::NotConfirmed { .. } => ErrorCode::ToolNotConfirmed,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
         }
     }
 
@@ -201,7 +214,8 @@ impl Error {
             | Self::ToolExecution { server, tool, .. }
             | Self::ToolExecutionTimeout { server, tool, .. }
             | Self::ToolBlocked { server, tool, .. }
-            | Self::NotConfirmed { server, tool, .. } => (Some(server), Some(tool)),
+            | Self::NotConfirmed { server, tool, .. }
+            | Self::RateLimited { server, tool, .. } => (Some(server), Some(tool)),
             Self::Configuration { .. } | Self::Validation { .. } => (None, None),
         }
     }

@@ -16,6 +16,16 @@ pub fn fnv1a_from(hash: u64, bytes: &[u8]) -> u64 {
     })
 }
 
+/// `bytes` as lowercase hex (ids, digests).
+#[must_use]
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -800,6 +800,29 @@ fn rebuild_finder(register: &mut Register) {
     };
 }
 
+/// Environment variables that hold the gateway's own secrets (the store's URL and key): a
+/// stdio server does not inherit them unless its own `env` sets them.
+static WITHHELD: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Keep the variables `names` from the servers the gateway starts (see [`withheld`]).
+pub fn withhold_variables(names: impl IntoIterator<Item = String>) {
+    let mut withheld = WITHHELD.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for name in names {
+        if !withheld.contains(&name) {
+            withheld.push(name);
+        }
+    }
+}
+
+/// The variables servers must not inherit.
+#[must_use]
+pub fn withheld() -> Vec<String> {
+    WITHHELD
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 /// Register `values` as secrets of `server` (values not worth a secret, shorter than
 /// [`MIN_SECRET_CHARS`], are ignored; duplicates are kept once).
 pub fn register(server: &str, values: impl IntoIterator<Item = String>) {

@@ -17,7 +17,10 @@
 //! Each file's folder is watched rather than the file itself: editors and atomic writers
 //! replace a file by renaming another over it, which ends a watch on the file. A config that
 //! is a symlink (dotfile managers link them so) is watched at both ends: the link, which may
-//! be pointed elsewhere, and its target, where the edits happen.
+//! be pointed elsewhere, and its target, where the edits happen. In a linked config's folder
+//! any entry created, renamed or removed counts as a change too: a Kubernetes config map volume
+//! is updated by pointing a second link (`..data`) at a new folder, so the target's folder
+//! watched at start is gone after the first update, and only the link's folder sees the next.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -178,9 +181,14 @@ fn watch_changes(signal: mpsc::Sender<()>, files: &[PathBuf], mailbox: Option<&M
         return None;
     }
     let ours = files.to_vec();
+    let linked = linked_folders(files);
     let requests = mailbox.cloned();
     let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if touches(&event, &ours) || requests.as_ref().is_some_and(|m| asks(&event, m)) => {
+        Ok(event)
+            if touches(&event, &ours)
+                || relinks(&event, &linked)
+                || requests.as_ref().is_some_and(|m| asks(&event, m)) =>
+        {
             // Full means a change is already waiting to be seen: this one joins it.
             let _ = signal.try_send(());
         }
@@ -286,6 +294,28 @@ fn touches(event: &notify::Event, files: &[PathBuf]) -> bool {
     !matches!(event.kind, EventKind::Access(_)) && event.paths.iter().any(|p| files.iter().any(|f| f == p))
 }
 
+/// The folders of those `files` that are symlinks.
+fn linked_folders(files: &[PathBuf]) -> Vec<PathBuf> {
+    files
+        .iter()
+        .filter(|f| f.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+        .filter_map(|f| f.parent().map(Path::to_path_buf))
+        .collect()
+}
+
+/// Whether `event` creates, renames or removes an entry of a folder holding a linked config:
+/// a link on the way to the config may now point elsewhere.
+fn relinks(event: &notify::Event, linked: &[PathBuf]) -> bool {
+    use notify::event::ModifyKind;
+    matches!(
+        event.kind,
+        EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+    ) && event
+        .paths
+        .iter()
+        .any(|p| p.parent().is_some_and(|parent| linked.iter().any(|l| l == parent)))
+}
+
 /// Whether `event` is a reload request for this gateway arriving (created or renamed in).
 fn asks(event: &notify::Event, mailbox: &Mailbox) -> bool {
     matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_))
@@ -364,6 +394,39 @@ mod tests {
         assert_eq!(began.elapsed().as_millis() / 10, 40, "{:?}", began.elapsed());
         sender.await.unwrap();
         assert!(changes.try_recv().is_err(), "the burst was absorbed");
+    }
+
+    /// A config map update as the kubelet makes it: the file in a new timestamped folder, a
+    /// `..data_tmp` link to it renamed over `..data`, the old folder removed.
+    #[cfg(unix)]
+    fn kubelet_update(dir: &Path, n: u32) {
+        let fresh = dir.join(format!("..2026_11_27_00_00_{n:02}"));
+        std::fs::create_dir(&fresh).unwrap();
+        std::fs::write(fresh.join("c.json"), format!("{{\"n\": {n}}}")).unwrap();
+        let old = std::fs::read_link(dir.join("..data")).ok();
+        let _ = std::fs::remove_file(dir.join("..data_tmp"));
+        std::os::unix::fs::symlink(fresh.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+        std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+        if let Some(old) = old {
+            std::fs::remove_dir_all(dir.join(old)).unwrap();
+        }
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn every_configmap_update_is_seen_not_only_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path();
+        kubelet_update(dir, 0);
+        std::os::unix::fs::symlink("..data/c.json", dir.join("c.json")).unwrap();
+        let (signal, mut changes) = mpsc::channel(8);
+        let _watcher = watch_changes(signal, &absolute(&[dir.join("c.json")]), None).unwrap();
+        for n in 1..=3 {
+            kubelet_update(dir, n);
+            let seen = tokio::time::timeout(Duration::from_secs(5), changes.recv()).await;
+            assert!(matches!(seen, Ok(Some(()))), "update {n} not seen");
+            quiet(&mut changes, DEBOUNCE).await;
+        }
     }
 
     #[cfg(unix)]

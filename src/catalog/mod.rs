@@ -23,6 +23,10 @@ use crate::trust::{self, pins::Change, pins::Fingerprint, Checked, Flag, Warning
 
 pub mod file;
 
+/// Most tools of one server a snapshot may hold: what `upstream::listing` keeps of a list
+/// (its `MAX_TOOLS`; a test there holds the two equal — upstream does not import the catalog).
+pub const MAX_SERVER_TOOLS: usize = 10_000;
+
 /// Longest summary, in characters.
 pub const SUMMARY_MAX_CHARS: usize = 120;
 

@@ -149,9 +149,7 @@ impl SnapshotStore {
     }
 
     fn path(&self, spec: &ServerSpec) -> PathBuf {
-        // The fingerprint covers the name, so two names made alike by `file_safe` still differ.
-        let safe = crate::paths::file_safe(&spec.name);
-        self.dir.join(format!("{safe}-{}.json", fingerprint(spec)))
+        self.dir.join(format!("{}.json", stem(spec)))
     }
 
     /// The stored tools of `spec`, or `None` (missing, corrupt or foreign files are ignored).
@@ -159,13 +157,8 @@ impl SnapshotStore {
     pub fn load(&self, spec: &ServerSpec) -> Option<Snapshot> {
         let path = self.path(spec);
         let bytes = std::fs::read(&path).ok()?;
-        match parse(&bytes, spec) {
-            Ok(file) => Some(Snapshot {
-                checks: file.checks.and_then(|checks| read_checks(checks, file.tools.len())),
-                tools: file.tools,
-                age: age(file.saved_at_ms, SystemTime::now()),
-                saved_at_ms: file.saved_at_ms,
-            }),
+        match decode(&bytes, spec) {
+            Ok(snapshot) => Some(snapshot),
             Err(reason) => {
                 tracing::warn!(server = %spec.name, path = %path.display(), %reason, "ignoring catalog snapshot");
                 None
@@ -177,27 +170,64 @@ impl SnapshotStore {
     /// `tools[i]`; left out unless there is one per tool), as listed at `saved_at_ms` (now if
     /// `None`). Failures are logged, never fatal: the snapshot is a cache.
     pub fn save(&self, spec: &ServerSpec, tools: &[Tool], checks: Option<&[(u64, Checked)]>, saved_at_ms: Option<u64>) {
-        let checks = checks.filter(|c| c.len() == tools.len()).map(|checks| StoredChecks {
-            version: checks_version(),
-            tools: checks.iter().map(StoredCheck::new).collect(),
-        });
-        let file = SnapshotFile {
-            format: FORMAT,
-            gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
-            server: spec.name.clone(),
-            fingerprint: fingerprint(spec),
-            saved_at_ms: saved_at_ms.unwrap_or_else(now_ms),
-            tools: tools.iter().cloned().map(scrubbed).collect(),
-            checks,
-        };
+        self.save_encoded(spec, &encode(spec, tools, checks, saved_at_ms.unwrap_or_else(now_ms)));
+    }
+
+    /// Store a snapshot made by [`encode`] (or read from the shared store).
+    pub fn save_encoded(&self, spec: &ServerSpec, text: &str) {
         let path = self.path(spec);
-        let written = serde_json::to_string(&file)
-            .map_err(std::io::Error::other)
-            .and_then(|text| crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache));
-        if let Err(error) = written {
+        if let Err(error) = crate::paths::write_atomic(&path, text.as_bytes(), crate::paths::Durability::Cache) {
             tracing::warn!(server = %spec.name, path = %path.display(), %error, "cannot write catalog snapshot");
         }
     }
+}
+
+/// The name a snapshot of `spec` is kept under, here and in the shared store: the server
+/// and the fingerprint of its launch spec and the gateway version.
+#[must_use]
+pub fn stem(spec: &ServerSpec) -> String {
+    // The fingerprint covers the name, so two names made alike by `file_safe` still differ.
+    format!("{}-{}", crate::paths::file_safe(&spec.name), fingerprint(spec))
+}
+
+/// `tools` of `spec` as a snapshot's text (see [`SnapshotStore::save`]).
+#[must_use]
+pub fn encode(spec: &ServerSpec, tools: &[Tool], checks: Option<&[(u64, Checked)]>, saved_at_ms: u64) -> String {
+    let checks = checks.filter(|c| c.len() == tools.len()).map(|checks| StoredChecks {
+        version: checks_version(),
+        tools: checks.iter().map(StoredCheck::new).collect(),
+    });
+    let file = SnapshotFile {
+        format: FORMAT,
+        gateway_version: env!("CARGO_PKG_VERSION").to_owned(),
+        server: spec.name.clone(),
+        fingerprint: fingerprint(spec),
+        saved_at_ms,
+        tools: tools.iter().cloned().map(scrubbed).collect(),
+        checks,
+    };
+    serde_json::to_string(&file).expect("a snapshot serializes: tools are JSON already")
+}
+
+/// Largest snapshot read back (a file, or a value in the shared store): far above any list a
+/// server may give (`upstream::listing::MAX_TOOLS` tools).
+const MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// A snapshot's text read back, if it is of `spec` and this gateway version.
+pub fn decode(bytes: &[u8], spec: &ServerSpec) -> Result<Snapshot, Unusable> {
+    if bytes.len() > MAX_BYTES {
+        return Err(Unusable::TooLarge(bytes.len()));
+    }
+    let file = parse(bytes, spec)?;
+    if file.tools.len() > super::MAX_SERVER_TOOLS {
+        return Err(Unusable::TooMany(file.tools.len()));
+    }
+    Ok(Snapshot {
+        checks: file.checks.and_then(|checks| read_checks(checks, file.tools.len())),
+        tools: file.tools,
+        age: age(file.saved_at_ms, SystemTime::now()),
+        saved_at_ms: file.saved_at_ms,
+    })
 }
 
 /// The lists besides tools a snapshot keeps, one file each.
@@ -304,15 +334,19 @@ fn read_checks(checks: StoredChecks, tools: usize) -> Option<Vec<(u64, Checked)>
     checks.tools.into_iter().map(StoredCheck::read).collect()
 }
 
-/// Why a snapshot file is not used.
+/// Why a snapshot is not used.
 #[derive(Debug, thiserror::Error)]
-enum Unusable {
+pub enum Unusable {
     #[error("unreadable: {0}")]
     Unreadable(#[from] serde_json::Error),
     #[error("written by another version ({version} format {format})")]
     OtherVersion { version: String, format: u32 },
     #[error("belongs to another server or launch spec")]
     OtherServer,
+    #[error("{0} bytes: more than any server's list can be")]
+    TooLarge(usize),
+    #[error("{0} tools: more than a server's list may hold")]
+    TooMany(usize),
 }
 
 fn parse(bytes: &[u8], spec: &ServerSpec) -> Result<SnapshotFile, Unusable> {
@@ -337,7 +371,8 @@ fn age(saved_at_ms: u64, now: SystemTime) -> Duration {
         .unwrap_or(Duration::MAX)
 }
 
-fn now_ms() -> u64 {
+#[must_use]
+pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -417,6 +417,12 @@ async fn serve(options: Options, shutdown: impl Future<Output = ()>) -> i32 {
 /// default) until `shutdown`, then drain and close every downstream server. The bound address
 /// goes to stderr on one line (`listening on http://ADDR/mcp`), for whoever started it.
 async fn serve_http(options: Options, listen: &str, shutdown: impl Future<Output = ()>) -> i32 {
+    // Polled once now: a signal future installs its handlers when first polled, and a SIGTERM
+    // sent right after `listening on` must drain, not kill the process.
+    let mut shutdown = std::pin::pin!(shutdown);
+    if futures::poll!(shutdown.as_mut()).is_ready() {
+        return exit::OK;
+    }
     let reevaluate = options.object.as_ref().and_then(|o| o.reevaluate.clone());
     let config = match resolve_config(options.config.as_ref(), options.object) {
         Ok(config) => config,
@@ -445,7 +451,7 @@ async fn serve_http(options: Options, listen: &str, shutdown: impl Future<Output
     let mut serving = std::pin::pin!(bound.serve(stop.clone().cancelled_owned()));
     let served = tokio::select! {
         served = &mut serving => served,
-        () = shutdown => {
+        () = &mut shutdown => {
             stop.cancel();
             serving.await
         }

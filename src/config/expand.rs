@@ -87,6 +87,19 @@ pub fn check(text: &str) -> Result<(), ExpandError> {
     expand(text, &|_| Some(String::new())).map(drop)
 }
 
+/// The environment variables `text` references (not stored secrets), in order.
+#[must_use]
+pub fn referenced_variables(text: &str) -> Vec<String> {
+    let seen = std::cell::RefCell::new(Vec::new());
+    let _ = expand(text, &|name: &str| {
+        if !name.starts_with(SECRET_PREFIX) {
+            seen.borrow_mut().push(name.to_owned());
+        }
+        Some(String::new())
+    });
+    seen.into_inner()
+}
+
 /// The variables `text` references without a default that `lookup` does not know, in order:
 /// what a launch would fail on, reported when the config is loaded.
 #[must_use]
@@ -112,6 +125,14 @@ pub fn unset_variables(text: &str, lookup: &dyn Fn(&str) -> Option<String>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn referenced_variables_are_named_and_stored_secrets_are_not() {
+        assert_eq!(
+            referenced_variables("redis://:${PASS}@${HOST:-localhost}:${secret:X}/${env:DB}"),
+            vec!["PASS", "HOST", "DB"]
+        );
+    }
 
     fn env(name: &str) -> Option<String> {
         match name {

@@ -16,6 +16,7 @@ pub mod http_auth;
 mod humanize;
 mod load;
 pub mod locate;
+mod rate;
 mod schema;
 pub mod sources;
 pub mod store;
@@ -37,6 +38,7 @@ pub use http::{HttpSpec, DEFAULT_DRAIN_TIMEOUT_MS};
 pub use http_auth::HttpAuthSpec;
 pub use load::ZERO_CONFIG_ORIGIN;
 pub use locate::{locate, Environment, Located, CONFIG_ENV};
+pub use rate::{RateLimitsSpec, RateSpec};
 pub use schema::json_schema;
 pub use store::StoreSpec;
 pub use telemetry::TelemetrySpec;
@@ -109,6 +111,10 @@ pub struct DiscoverySection {
     /// tokens, rate limits. Off unless `url` is set: everything stays in this process.
     #[serde(default, skip_serializing_if = "is_default")]
     pub store: StoreSpec,
+    /// Tool calls a caller, and a downstream server, may take a second (token buckets in the
+    /// store, so replicas share them); past it a call answers `RATE_LIMITED` with when to retry.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub rate_limits: RateLimitsSpec,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -133,6 +139,7 @@ impl Default for DiscoverySection {
             http: HttpSpec::default(),
             telemetry: TelemetrySpec::default(),
             store: StoreSpec::default(),
+            rate_limits: RateLimitsSpec::default(),
         }
     }
 }
@@ -883,6 +890,10 @@ fn validate_section(section: &DiscoverySection, origin: &str) -> Result<RuleSet>
     }
     section.telemetry.check().map_err(|(path, reason)| err(path, reason))?;
     section.store.check().map_err(|(path, reason)| err(path, reason))?;
+    section
+        .rate_limits
+        .check()
+        .map_err(|(path, reason)| err(path, reason))?;
     let mut seen = std::collections::HashSet::new();
     for (i, server) in section.servers.iter().enumerate() {
         let at = format!("discovery.servers[{i}]");
@@ -1243,7 +1254,7 @@ mod tests {
         assert_eq!(
             reason,
             "unknown key `toolrules` (did you mean `toolRules`?); remove it or use one of: \
-             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry, store"
+             enabled, cache, servers, sources, toolRules, expose, idleTimeoutMs, maxResultBytes, audit, security, search, registry, http, telemetry, store, rateLimits"
         );
     }
 

@@ -266,12 +266,7 @@ pub fn keeps_what_it_had(current: &crate::config::Config, next: &crate::config::
 #[must_use]
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
-    use std::fmt::Write as _;
-    let digest = sha2::Sha256::digest(bytes);
-    digest.iter().fold(String::with_capacity(64), |mut out, b| {
-        let _ = write!(out, "{b:02x}");
-        out
-    })
+    crate::hash::hex(&sha2::Sha256::digest(bytes))
 }
 
 /// `path` made absolute with its links resolved, when it exists.

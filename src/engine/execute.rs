@@ -70,6 +70,8 @@ impl State {
             // Absent arguments are checked as `{}` (an empty map does not allocate).
             None => self.validators.check(&entry, &mut Value::Object(JsonObject::new()))?,
         }
+        // Only calls that would reach the server count against its limits.
+        super::rate::admit(&self.shared, &self.config.discovery.rate_limits, caller, server, tool).await?;
         // Last before the call: the human is asked only about a call that would run.
         if let Some(confirm) = self.config.confirm().decide(server, tool) {
             let asked = crate::confirm::ask(confirm, options.confirm.as_ref(), (server, tool), arguments.as_ref());

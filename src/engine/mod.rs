@@ -13,7 +13,9 @@ mod cap;
 mod dto;
 mod execute;
 mod exposed;
+mod follow;
 mod offers;
+mod rate;
 mod shared;
 mod state;
 mod trust;
@@ -97,6 +99,8 @@ pub struct Engine {
     subscriptions: Arc<offers::Subscriptions>,
     /// Every call's outcome and latency while serving (kept across reloads).
     stats: Arc<crate::stats::Stats>,
+    /// Other replicas' tool lists followed from the shared store (started once).
+    following: Arc<std::sync::Once>,
 }
 
 impl Engine {
@@ -109,6 +113,7 @@ impl Engine {
             routes: Arc::default(),
             subscriptions: Arc::default(),
             stats: Arc::default(),
+            following: Arc::new(std::sync::Once::new()),
         }
     }
 
@@ -123,12 +128,17 @@ impl Engine {
             routes: Arc::default(),
             subscriptions: Arc::default(),
             stats: Arc::default(),
+            following: Arc::new(std::sync::Once::new()),
         }
     }
 
     fn current(&self) -> Arc<State> {
         let state = self.state.read().expect("engine state lock is never poisoned").clone();
         state.ensure_started();
+        if state.shared.store.is_shared() {
+            self.following
+                .call_once(|| follow::follow(Arc::downgrade(&self.state), &state.shared.store));
+        }
         state
     }
 
@@ -389,6 +399,14 @@ impl Engine {
             _ => None,
         };
         (status.word().to_owned(), detail)
+    }
+
+    /// How many tool texts this process embedded itself (not read from its cache or the
+    /// shared store) since it started: 0 without the semantic tier.
+    #[must_use]
+    pub fn semantic_embedded(&self) -> u64 {
+        let state = self.state.read().expect("engine state lock is never poisoned").clone();
+        state.semantic.as_ref().map_or(0, |tier| tier.embedded())
     }
 
     /// The tools of one server that `caller` may see.

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::audit::AuditLog;
 use crate::caller::Caller;
-use crate::catalog::snapshot::SnapshotStore;
+use crate::catalog::snapshot::{self, SnapshotStore};
 use crate::catalog::{Catalog, ToolChanges, ToolEntry};
 use crate::config::Config;
 use crate::config::ServerSpec;
@@ -217,6 +217,9 @@ impl State {
     /// the others are known (by name, and by their snapshot's tools) but never started.
     pub fn ensure_started_only(self: &Arc<Self>, only: Option<std::collections::HashSet<String>>) {
         self.started.call_once(|| {
+            if let Some(tier) = &self.semantic {
+                tier.share_vectors(&self.shared.store);
+            }
             self.attach_semantic();
             let state = self.clone();
             // Reading and indexing hundreds of snapshots is file I/O and CPU: not on a
@@ -257,14 +260,38 @@ impl State {
                 .map(|s| s.spec.name.clone())
                 .collect()
         };
+        // The lists replicas keep in the store, in one round trip, before deciding what to start.
+        let specs: Vec<&ServerSpec> = self
+            .upstream
+            .handles()
+            .filter(|s| !carried.contains(&s.spec.name))
+            .map(|s| &s.spec)
+            .collect();
+        let prefetched = match self.shared.prefetch_blocking(&specs) {
+            Ok(found) => Some(found),
+            Err(error) => {
+                tracing::warn!("{error}: starting from this replica's own snapshots");
+                None
+            }
+        };
+        // And their pins, taken over this replica's before its tools are reviewed.
+        let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+        let pins = self.shared.fetch_pins_blocking(&names);
+        let synced = prefetched.is_some() && pins.is_ok();
+        for (server, fields) in pins.unwrap_or_default() {
+            self.adopt_pins(&server, &fields, super::shared::Review::Never);
+        }
+        let from_store = prefetched.unwrap_or_default();
+        let from_store = &from_store;
         // Two stages: files → catalog entries (parse, hashes, summaries, rules, trust checks
         // or their stored findings, pins), then entries → index.
-        std::thread::scope(|scope| {
+        let unchecked = std::thread::scope(|scope| {
             let (sender, received) = std::sync::mpsc::sync_channel(SNAPSHOTS_AHEAD);
             let carried = &carried;
             scope.spawn(move || {
                 for server in self.upstream.handles().filter(|s| !carried.contains(&s.spec.name)) {
-                    if sender.send((server, self.read_entries(server, ttl))).is_err() {
+                    let shared = from_store.get(&server.spec.name);
+                    if sender.send((server, self.read_entries(server, ttl, shared))).is_err() {
                         return;
                     }
                 }
@@ -297,16 +324,22 @@ impl State {
                 }));
             }
             unchecked
-        })
+        });
+        if synced {
+            self.shared.mark_synced();
+        }
+        unchecked
     }
 
     /// `server`'s catalog entries from its snapshot (or its declared tools), reviewed; whether
     /// they are fresh (the server is not started); and, for a fresh snapshot without stored
-    /// findings, its tools as read, to store the findings with later.
-    fn read_entries(&self, server: &Server, ttl: Duration) -> Read {
+    /// findings, its tools as read, to store the findings with later. The shared store's
+    /// list (`shared`: version, text) is used when it is newer than this replica's own.
+    fn read_entries(&self, server: &Server, ttl: Duration, shared: Option<&(u64, Vec<u8>)>) -> Read {
         let name = server.spec.name.as_str();
         let rules = self.config.rules();
-        let snapshot = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+        let own = self.snapshots.as_ref().and_then(|store| store.load(&server.spec));
+        let snapshot = self.newest(&server.spec, own, shared);
         let declared = &self.spec_of(server).static_tools;
         // Declared tools stand in for a snapshot: served at once, the server started on first
         // use (its real list then replaces them).
@@ -338,6 +371,54 @@ impl State {
         }
     }
 
+    /// Of this replica's snapshot and the shared store's list, the newer (and remembered as
+    /// the version held); the store's is written to the local cache when it wins.
+    fn newest(
+        &self,
+        spec: &ServerSpec,
+        own: Option<snapshot::Snapshot>,
+        shared: Option<&(u64, Vec<u8>)>,
+    ) -> Option<snapshot::Snapshot> {
+        let from_store = shared
+            .filter(|(version, _)| own.as_ref().is_none_or(|own| *version > own.saved_at_ms))
+            .and_then(|(_, bytes)| match snapshot::decode(bytes, spec) {
+                Ok(found) => {
+                    if let Some(local) = &self.snapshots {
+                        local.save_encoded(spec, &String::from_utf8_lossy(bytes));
+                    }
+                    Some(found)
+                }
+                Err(reason) => {
+                    tracing::warn!(server = %spec.name, %reason, "ignoring the store's tool list");
+                    None
+                }
+            });
+        let chosen = from_store.or(own);
+        if let Some(chosen) = &chosen {
+            self.shared.take_if_newer(&snapshot::stem(spec), chosen.saved_at_ms);
+        }
+        chosen
+    }
+
+    /// Index a server's list another replica put in the store (it is newer than the one
+    /// held), and keep it in the local cache. Not published again.
+    pub(super) fn apply_shared_list(&self, spec: &ServerSpec, bytes: &[u8]) {
+        let _applying = self.applying.lock().expect("events lock is never poisoned");
+        if self.retired.load(Ordering::Acquire) || self.upstream.get(&spec.name).is_none() {
+            return;
+        }
+        match snapshot::decode(bytes, spec) {
+            Ok(found) => {
+                tracing::debug!(server = %spec.name, tools = found.tools.len(), "tool list from another replica");
+                self.index(&spec.name, found.tools);
+                if let Some(local) = &self.snapshots {
+                    local.save_encoded(spec, &String::from_utf8_lossy(bytes));
+                }
+            }
+            Err(reason) => tracing::warn!(server = %spec.name, %reason, "ignoring the store's tool list"),
+        }
+    }
+
     /// Store what the checks found beside the snapshots that lacked it, so the next start
     /// reuses it. Runs after the index is ready. A server whose tools changed meanwhile is
     /// left alone (its new list was saved with its findings).
@@ -364,6 +445,11 @@ impl State {
                 store.save(&server.spec, &tools, Some(&checks), Some(saved_at_ms));
             }
         }
+    }
+
+    /// Held while lists are applied to the catalog (events, other replicas' lists and pins).
+    pub(super) fn applying_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.applying.lock().expect("events lock is never poisoned")
     }
 
     /// Where snapshots are kept; `None` when the cache is off.
@@ -404,17 +490,26 @@ impl State {
                     let Some(handle) = self.upstream.get(&server) else {
                         continue;
                     };
-                    let Some(store) = &self.snapshots else {
+                    if self.snapshots.is_none() && !self.shared.store.is_shared() {
                         self.index(&server, tools);
                         continue;
-                    };
+                    }
                     self.index(&server, tools.clone());
-                    // Saved with what the checks found, so the next start need not check again.
-                    let catalog = self.catalog.read().expect("catalog lock is never poisoned");
-                    let checks: Option<Vec<_>> = catalog
-                        .server_tools(&server)
-                        .map(|entries| entries.iter().map(ToolEntry::checked).collect());
-                    store.save(&handle.spec, &tools, checks.as_deref(), None);
+                    // Saved with what the checks found, so the next start need not check again;
+                    // and shared with the other replicas.
+                    let text = {
+                        let catalog = self.catalog.read().expect("catalog lock is never poisoned");
+                        let checks: Option<Vec<_>> = catalog
+                            .server_tools(&server)
+                            .map(|entries| entries.iter().map(ToolEntry::checked).collect());
+                        let version = snapshot::now_ms();
+                        let text = snapshot::encode(&handle.spec, &tools, checks.as_deref(), version);
+                        if let Some(local) = &self.snapshots {
+                            local.save_encoded(&handle.spec, &text);
+                        }
+                        (text, version)
+                    };
+                    self.shared.publish_list(&handle.spec, text.0, text.1);
                 }
             }
         }

@@ -11,6 +11,7 @@ use crate::search::IndexedCatalog;
 use crate::trust::pins::parameters;
 use crate::trust::{shadow_warning, Flag};
 
+use super::shared::Review;
 use super::state::State;
 
 impl State {
@@ -37,6 +38,7 @@ impl State {
     /// tools are not the server's word and are never pinned.
     fn review_pins(&self, server: &str, reread: bool, visit: impl FnOnce(&mut dyn FnMut(&mut ToolEntry))) {
         let Some(pins) = &self.pins else { return };
+        let mut first_seen = None;
         let reviewed = pins.with_server(server, reread, |record| {
             let mut grew = false;
             visit(&mut |entry: &mut ToolEntry| {
@@ -50,10 +52,51 @@ impl State {
                 entry.change = verdict.change.map(Box::new);
                 entry.approved = verdict.approved;
             });
+            if grew {
+                first_seen = Some(record.shared_fields());
+            }
             ((), grew.then_some(Durability::Cache))
         });
         if let Err(error) = reviewed {
             tracing::warn!(server, %error, "cannot write tool pins; new tools are pinned again next time");
+        }
+        // The team's first sighting may have been another replica's: the store decides.
+        if let Some(fields) = first_seen {
+            self.shared.share_pins_later(server, fields);
+        }
+    }
+
+    /// This replica's pins of `server` as the store keeps them (none without pins, or none seen).
+    pub(super) fn own_pins(&self, server: &str) -> Option<Vec<(String, Vec<u8>, bool)>> {
+        let pins = self.pins.as_ref()?;
+        let fields = pins
+            .with_server(server, false, |record| (record.shared_fields(), None))
+            .ok()?;
+        (!fields.is_empty()).then_some(fields)
+    }
+
+    /// Take the store's pins of `server` (`fields`) over this replica's and mark its tools
+    /// again: with `Review::IfChanged` when they changed anything, with `Review::Always` in
+    /// any case (another process sharing this cache folder may have written the same pins
+    /// already, leaving the catalog's marks stale). From a blocking thread.
+    pub(super) fn adopt_pins(&self, server: &str, fields: &[(String, Vec<u8>)], review: Review) {
+        let Some(pins) = &self.pins else { return };
+        let adopted = pins.with_server(server, true, |record| {
+            let changed = record.adopt_shared(fields.iter().map(|(name, pin)| (name.as_str(), pin.as_slice())));
+            (changed, changed.then_some(Durability::Durable))
+        });
+        match adopted {
+            Ok(changed) if review == Review::Always || (changed && review == Review::IfChanged) => {
+                let _applying = self.applying_lock();
+                let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+                if catalog.server_tools(server).is_some() {
+                    self.review_trust(&mut catalog, server, true);
+                    drop(catalog);
+                    self.tools_changed.send_replace(());
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(server, %error, "cannot write the team's tool pins here"),
         }
     }
 
@@ -111,28 +154,34 @@ impl State {
             ));
         };
         self.apply_events();
-        let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
         let mut trusted = Vec::new();
-        let written = pins.with_server(server, true, |record| {
-            catalog.annotate(server, |entry| {
-                // A declared tool is not the server's word: what it says once it connects is
-                // what gets pinned and judged.
-                if entry.declared || tool.is_some_and(|t| t != entry.name()) {
-                    return;
-                }
-                record.trust(
-                    entry.upstream_name(),
-                    entry.fingerprint,
-                    parameters(&entry.tool.input_schema),
-                );
-                entry.change = None;
-                entry.approved = true;
-                trusted.push(entry.name().to_owned());
-            });
-            ((), Some(Durability::Durable))
-        });
-        drop(catalog);
-        written.map_err(|error| Error::config(&self.config.origin, "tool pins", format!("cannot write: {error}")))?;
+        let written = {
+            let mut catalog = self.catalog.write().expect("catalog lock is never poisoned");
+            pins.with_server(server, true, |record| {
+                catalog.annotate(server, |entry| {
+                    // A declared tool is not the server's word: what it says once it connects is
+                    // what gets pinned and judged.
+                    if entry.declared || tool.is_some_and(|t| t != entry.name()) {
+                        return;
+                    }
+                    record.trust(
+                        entry.upstream_name(),
+                        entry.fingerprint,
+                        parameters(&entry.tool.input_schema),
+                    );
+                    entry.change = None;
+                    entry.approved = true;
+                    trusted.push(entry.name().to_owned());
+                });
+                (record.shared_fields(), Some(Durability::Durable))
+            })
+        };
+        let shared = written
+            .map_err(|error| Error::config(&self.config.origin, "tool pins", format!("cannot write: {error}")))?;
+        // Awaited: `anygpt-discovery trust` ends right after, and the team must see it.
+        if let Err(error) = self.shared.share_pins(server, shared).await {
+            tracing::warn!(server, %error, "trusted here, but the other replicas were not told");
+        }
         tracing::info!(server, tools = %trusted.join(","), "tools trusted");
         Ok(trusted)
     }

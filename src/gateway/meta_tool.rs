@@ -143,6 +143,12 @@ fn error_body(error: &Error) -> Value {
     if let Some(tool) = tool {
         body.insert("tool".into(), json!(tool));
     }
+    if let Error::RateLimited { retry_after, .. } = error {
+        body.insert(
+            "retryAfterMs".into(),
+            json!(u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX)),
+        );
+    }
     if !error.suggestions().is_empty() {
         body.insert("suggestions".into(), json!(error.suggestions()));
     }

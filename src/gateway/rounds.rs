@@ -385,15 +385,7 @@ pub(crate) fn random_id() -> String {
     hex(&random_bytes::<16>())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut text, b| {
-            let _ = write!(text, "{b:02x}");
-            text
-        })
-}
+use crate::hash::hex;
 
 #[cfg(test)]
 mod tests {

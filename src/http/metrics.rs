@@ -180,6 +180,15 @@ struct Families {
     call_seconds: Family<ToolLabels, Counter<f64, AtomicU64>>,
     /// Spans the trace exporter dropped (`crate::telemetry`), brought up to date at each scrape.
     spans_dropped: Counter,
+    /// Tool texts this process embedded itself (`search::semantic`), at each scrape.
+    embedded: Counter,
+    /// 1 while the shared store answers, 0 while it does not (absent without one).
+    store_up: Family<StoreLabels, Gauge>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: String,
 }
 
 /// Request latencies from 1 ms to about 65 s.
@@ -200,12 +209,24 @@ impl Families {
             calls: Family::default(),
             call_seconds: Family::default(),
             spans_dropped: Counter::default(),
+            embedded: Counter::default(),
+            store_up: Family::default(),
         }
     }
 
     /// A registry of these families.
     fn registry(&self) -> Registry {
         let mut registry = Registry::default();
+        registry.register(
+            "discovery_semantic_embedded",
+            "Tool texts this process embedded itself (not read from its vector cache or the shared store)",
+            self.embedded.clone(),
+        );
+        registry.register(
+            "discovery_store_up",
+            "1 while the shared store (discovery.store) answers, 0 while it does not",
+            self.store_up.clone(),
+        );
         registry.register(
             "discovery_trace_spans_dropped",
             "Trace spans dropped because the OTLP collector was slow or down (discovery.telemetry)",
@@ -299,6 +320,15 @@ impl Metrics {
         let dropped = crate::telemetry::dropped_spans();
         let spans_dropped = &self.families.spans_dropped;
         spans_dropped.inc_by(dropped.saturating_sub(spans_dropped.get()));
+        let embedded = &self.families.embedded;
+        embedded.inc_by(self.engine.semantic_embedded().saturating_sub(embedded.get()));
+        let store = self.engine.store_health();
+        if store.shared {
+            self.families
+                .store_up
+                .get_or_create(&StoreLabels { store: store.at })
+                .set(i64::from(store.up));
+        }
         let servers = &self.families.servers;
         servers.clear();
         for server in self.engine.server_statuses() {

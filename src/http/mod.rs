@@ -306,22 +306,20 @@ fn router(face: &Face, auth: Option<&Authenticator>, body_idle: Duration) -> Rou
         .route("/metrics", get(metrics_text))
         .with_state(face.clone());
     // Checked before rmcp does (which it still does): its refusal names no setting to change.
-    let mcp = mcp.layer(axum::middleware::from_fn_with_state(
-        face.hosts.clone(),
-        guard::check_host,
-    ));
+    // Outermost on `/mcp`, before authentication: a request for a name the gateway does not
+    // serve (DNS rebinding) is refused as such, token or not.
+    let host_checked = |router: Router| {
+        router.layer(axum::middleware::from_fn_with_state(
+            face.hosts.clone(),
+            guard::check_host,
+        ))
+    };
     let (mcp, metrics) = match auth {
         Some(auth) => (
-            mcp.layer(auth.layer()).merge(auth.metadata_router()),
+            host_checked(mcp.layer(auth.layer())).merge(auth.metadata_router()),
             metrics.layer(auth.layer()),
         ),
-        None => (
-            mcp,
-            metrics.layer(axum::middleware::from_fn_with_state(
-                face.hosts.clone(),
-                guard::check_host,
-            )),
-        ),
+        None => (host_checked(mcp), host_checked(metrics)),
     };
     // A browser follows sign-in links: no bearer token, the link's one-use state is the authority.
     let connect = connect::router(&face.engine, face.origin.clone()).layer(axum::middleware::from_fn_with_state(

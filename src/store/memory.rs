@@ -158,6 +158,19 @@ impl Memory {
     }
 
     pub fn hset_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
+        self.with_hash(hash, |map| map.extend(pairs.iter().cloned()));
+    }
+
+    pub fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) {
+        self.with_hash(hash, |map| {
+            for (field, value) in pairs {
+                map.entry(field.clone()).or_insert_with(|| value.clone());
+            }
+        });
+    }
+
+    /// Run `f` on the hash `hash`, made empty first when it is missing or not a hash.
+    fn with_hash(&self, hash: &str, f: impl FnOnce(&mut HashMap<Vec<u8>, Vec<u8>>)) {
         self.with(|entries, now| {
             if !matches!(Self::live(entries, hash, now).map(|e| &e.value), Some(Value::Hash(_))) {
                 Self::insert(entries, hash, Value::Hash(HashMap::new()), None, now);
@@ -167,9 +180,21 @@ impl Memory {
                 ..
             }) = entries.get_mut(hash)
             {
-                map.extend(pairs.iter().cloned());
+                f(map);
             }
         });
+    }
+
+    pub fn hget_all(&self, hashes: &[String]) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.with(|entries, now| {
+            hashes
+                .iter()
+                .map(|hash| match Self::live(entries, hash, now).map(|e| &e.value) {
+                    Some(Value::Hash(map)) => map.iter().map(|(f, v)| (f.clone(), v.clone())).collect(),
+                    _ => Vec::new(),
+                })
+                .collect()
+        })
     }
 
     /// See [`super::Store::take_token`]: the same arithmetic as the Redis script.

@@ -73,7 +73,8 @@ pub struct Health {
 #[derive(Debug)]
 enum Backend {
     Memory(memory::Memory),
-    Remote(remote::Remote),
+    /// Boxed: the driver's client and connection manager are large.
+    Remote(Box<remote::Remote>),
 }
 
 #[derive(Debug)]
@@ -112,6 +113,12 @@ impl Store {
                 source,
             })
         };
+        // Variables holding the store's password or key are the gateway's, not its servers'.
+        crate::secrets::withhold_variables(
+            std::iter::once(written)
+                .chain(&spec.key)
+                .flat_map(|text| crate::config::expand::referenced_variables(text)),
+        );
         let url = expand("discovery.store.url", written)?;
         crate::config::store::check_url(&url).map_err(StoreError::Url)?;
         let parsed = reqwest::Url::parse(&url).map_err(|e| StoreError::Url(e.to_string()))?;
@@ -128,7 +135,12 @@ impl Store {
         let at = crate::secrets::redact_url(&url);
         let remote = remote::Remote::new(&url)
             .map_err(|e| StoreError::Url(crate::secrets::scrub(&e.to_string()).into_owned()))?;
-        Ok(Some(Self::assemble(Backend::Remote(remote), spec.prefix(), at, sealer)))
+        Ok(Some(Self::assemble(
+            Backend::Remote(Box::new(remote)),
+            spec.prefix(),
+            at,
+            sealer,
+        )))
     }
 
     fn assemble(backend: Backend, prefix: &str, at: String, sealer: Option<Sealer>) -> Self {
@@ -174,6 +186,18 @@ impl Store {
     #[must_use]
     pub fn health(&self) -> Health {
         self.0.health.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Record that the connection to the store dropped (a subscription saw it), so that
+    /// `/readyz` and `discovery_store_up` say so before an operation fails.
+    pub fn note_lost(&self, reason: &str) {
+        let mut health = self.0.health.lock().unwrap_or_else(PoisonError::into_inner);
+        let reason = crate::secrets::scrub(reason).into_owned();
+        if health.up {
+            tracing::warn!(store = %health.at, %reason, "the store does not answer: serving from memory");
+        }
+        health.up = false;
+        health.reason = Some(reason);
     }
 
     /// Record how an operation went, logging when the store goes down or comes back.
@@ -280,6 +304,25 @@ impl Store {
                 Ok(())
             }
             Backend::Remote(r) => self.observe(r.hset_many(hash, pairs).await),
+        }
+    }
+
+    /// Set the fields of `hash` that are not set yet (others keep their value).
+    pub async fn hash_set_if_absent(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> Result<(), StoreError> {
+        match &self.0.backend {
+            Backend::Memory(m) => {
+                m.hset_nx_many(hash, pairs);
+                Ok(())
+            }
+            Backend::Remote(r) => self.observe(r.hset_nx_many(hash, pairs).await),
+        }
+    }
+
+    /// Every field of each of `hashes` (one round trip), in order.
+    pub async fn hash_all(&self, hashes: &[String]) -> Result<Vec<Vec<(Vec<u8>, Vec<u8>)>>, StoreError> {
+        match &self.0.backend {
+            Backend::Memory(m) => Ok(m.hget_all(hashes)),
+            Backend::Remote(r) => self.observe(r.hget_all(hashes).await),
         }
     }
 
@@ -410,8 +453,8 @@ fn random_hex(bytes: usize) -> String {
             .as_nanos();
         return format!("{nanos:x}");
     }
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
+    crate::hash::hex(&buffer)
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

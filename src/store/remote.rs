@@ -144,6 +144,8 @@ impl Remote {
 
     pub async fn get_versioned(&self, keys: &[String]) -> redis::RedisResult<Vec<Option<(u64, Vec<u8>)>>> {
         if keys.is_empty() {
+            // Nothing to read, but the caller learns whether the store answers.
+            let _: String = redis::cmd("PING").query_async(&mut self.connection()?).await?;
             return Ok(Vec::new());
         }
         let mut pipe = redis::pipe();
@@ -170,6 +172,28 @@ impl Remote {
             return Ok(());
         }
         self.connection()?.hset_multiple(hash, pairs).await
+    }
+
+    pub async fn hset_nx_many(&self, hash: &str, pairs: &[(Vec<u8>, Vec<u8>)]) -> redis::RedisResult<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (field, value) in pairs {
+            pipe.cmd("HSETNX").arg(hash).arg(field).arg(value).ignore();
+        }
+        pipe.query_async(&mut self.connection()?).await
+    }
+
+    pub async fn hget_all(&self, hashes: &[String]) -> redis::RedisResult<Vec<Vec<(Vec<u8>, Vec<u8>)>>> {
+        if hashes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for hash in hashes {
+            pipe.cmd("HGETALL").arg(hash);
+        }
+        pipe.query_async(&mut self.connection()?).await
     }
 
     pub async fn take_token(

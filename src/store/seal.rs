@@ -117,25 +117,22 @@ mod tests {
 
     #[test]
     fn a_sealed_value_opens_only_at_its_place_with_its_key() {
-        let sealer = Sealer::from_base64(KEY).unwrap();
-        let sealed = sealer.seal("anygpt:token:alice", b"secret-token");
+        let key = Sealer::from_base64(KEY).unwrap();
+        let sealed = key.seal("anygpt:token:alice", b"secret-token");
         assert!(
             !sealed.windows(6).any(|w| w == b"secret"),
             "the token is not readable in the store"
         );
-        assert_eq!(sealer.open("anygpt:token:alice", &sealed).unwrap(), b"secret-token");
-        assert!(
-            sealer.open("anygpt:token:bob", &sealed).is_none(),
-            "moved to another key"
-        );
+        assert_eq!(key.open("anygpt:token:alice", &sealed).unwrap(), b"secret-token");
+        assert!(key.open("anygpt:token:bob", &sealed).is_none(), "moved to another key");
         let mut flipped = sealed.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert!(sealer.open("anygpt:token:alice", &flipped).is_none(), "tampered with");
+        assert!(key.open("anygpt:token:alice", &flipped).is_none(), "tampered with");
         let other = Sealer::from_bytes(&[7u8; 32]).unwrap();
         assert!(other.open("anygpt:token:alice", &sealed).is_none(), "another key");
         assert_ne!(
             sealed,
-            sealer.seal("anygpt:token:alice", b"secret-token"),
+            key.seal("anygpt:token:alice", b"secret-token"),
             "a fresh nonce each time"
         );
     }

@@ -9,7 +9,7 @@ use super::*;
 pub(crate) struct RedisServer {
     child: std::process::Child,
     pub port: u16,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl RedisServer {
@@ -20,22 +20,7 @@ impl RedisServer {
             .local_addr()
             .unwrap()
             .port();
-        let child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .arg("--dir")
-            .arg(dir.path())
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server runs (Debian: `apt-get install redis-server`; `npm test` installs it)");
+        let child = spawn_redis(port, dir.path());
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
@@ -44,7 +29,7 @@ impl RedisServer {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Self { child, port, _dir: dir }
+        Self { child, port, dir }
     }
 
     pub(crate) fn url(&self) -> String {
@@ -59,6 +44,26 @@ impl RedisServer {
         };
         Store::open(&spec).unwrap().unwrap()
     }
+}
+
+/// A `redis-server` on loopback `port`, keeping nothing on disk (its folder: `dir`).
+fn spawn_redis(port: u16, dir: &std::path::Path) -> std::process::Child {
+    std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server runs (Debian: `apt-get install redis-server`; `npm test` installs it)")
 }
 
 impl Drop for RedisServer {
@@ -102,6 +107,21 @@ async fn operations_hold(store: &Store) {
         .unwrap();
     let got = store.hash_get(&hash, &[vec![2], vec![3], vec![1]]).await.unwrap();
     assert_eq!(got, vec![Some(vec![20]), None, Some(vec![10, 11])]);
+
+    store
+        .hash_set_if_absent(&hash, &[(vec![1], vec![99]), (vec![4], vec![40])])
+        .await
+        .unwrap();
+    let mut all = store.hash_all(&[hash.clone(), store.key(&["none"])]).await.unwrap();
+    all[0].sort();
+    assert_eq!(
+        all,
+        vec![
+            vec![(vec![1], vec![10, 11]), (vec![2], vec![20]), (vec![4], vec![40])],
+            vec![]
+        ],
+        "set only where absent"
+    );
 
     let lock = store.lock("refresh", Duration::from_secs(5)).await.unwrap().unwrap();
     assert!(
@@ -176,20 +196,7 @@ async fn a_store_that_stops_answering_fails_fast_and_says_why_then_recovers() {
     let health = store.health();
     assert!(!health.up && health.reached && health.reason.is_some(), "{health:?}");
     // The same port again: the driver reconnects by itself.
-    redis.child = std::process::Command::new("redis-server")
-        .args([
-            "--port",
-            &redis.port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    redis.child = spawn_redis(redis.port, redis.dir.path());
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     loop {
         if store.set(&key, b"again", None).await.is_ok() {

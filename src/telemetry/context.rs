@@ -4,8 +4,6 @@
 //! A value that breaks the format is ignored as a whole (the request starts a fresh trace);
 //! nothing a client sent is echoed unless it parsed, and then only in its canonical form.
 
-use std::fmt::Write as _;
-
 /// Most `tracestate` list members kept (the W3C limit).
 const MAX_TRACESTATE_MEMBERS: usize = 32;
 /// Longest `tracestate` kept; a longer one is dropped (the spec lets a vendor truncate, but a
@@ -189,13 +187,7 @@ fn valid_value(value: &str) -> bool {
         && b.iter().all(|c| (0x20..=0x7e).contains(c) && *c != b',' && *c != b'=')
 }
 
-fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}
+use crate::hash::hex;
 
 /// Random bytes for an id, never all zero. The system's random source; should it fail, a
 /// hash of the time and a counter keeps ids unique within the process.

@@ -207,6 +207,35 @@ impl ServerPins {
         self.tools
             .insert(name.to_owned(), Pin::new(fingerprint, parameters, true));
     }
+    /// Each tool's pin as stored (its name, its pin's JSON), and whether it is an approval:
+    /// what replicas share (`engine::shared`).
+    #[must_use]
+    pub fn shared_fields(&self) -> Vec<(String, Vec<u8>, bool)> {
+        self.tools
+            .iter()
+            .map(|(name, pin)| {
+                let json = serde_json::to_vec(pin).expect("a pin serializes: strings and bools");
+                (name.clone(), json, pin.approved)
+            })
+            .collect()
+    }
+
+    /// Take the pins the team's store holds (tool name → pin JSON) over this record's: the
+    /// first replica to see a tool decides its pin, an approval anywhere counts everywhere.
+    /// Unreadable entries are skipped. Whether anything changed.
+    pub fn adopt_shared<'a>(&mut self, fields: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> bool {
+        let mut changed = false;
+        for (name, json) in fields {
+            let Ok(pin) = serde_json::from_slice::<Pin>(json) else {
+                continue;
+            };
+            if self.tools.get(name) != Some(&pin) {
+                self.tools.insert(name.to_owned(), pin);
+                changed = true;
+            }
+        }
+        changed
+    }
 }
 
 /// The pin files of one gateway, with each server's record cached after its first read.
@@ -301,6 +330,29 @@ mod tests {
 
     fn review(pins: &mut ServerPins, t: &Tool) -> Verdict {
         pins.review("t", Fingerprint::of(t), || parameters(&t.input_schema)).0
+    }
+
+    #[test]
+    fn the_stores_pins_win_so_replicas_agree_on_what_changed() {
+        let v1 = tool("Adds.", &json!({ "properties": { "a": {} } }));
+        let v2 = tool("Adds. Also reads keys.", &json!({ "properties": { "a": {} } }));
+        let (mut first, mut second) = (ServerPins::default(), ServerPins::default());
+        review(&mut first, &v1);
+        review(&mut second, &v2);
+        // The first replica's pin reached the store first: the second adopts it.
+        let shared = first.shared_fields();
+        assert!(second.adopt_shared(shared.iter().map(|(n, j, _)| (n.as_str(), j.as_slice()))));
+        assert_eq!(review(&mut second, &v2).change.unwrap().describe(), ["description"]);
+        // An approval made on the second replica reaches the first the same way.
+        second.trust("t", Fingerprint::of(&v2), vec!["a".into()]);
+        let shared = second.shared_fields();
+        assert!(shared[0].2, "an approval");
+        assert!(first.adopt_shared(shared.iter().map(|(n, j, _)| (n.as_str(), j.as_slice()))));
+        assert!(review(&mut first, &v2).approved);
+        assert!(
+            !first.adopt_shared([("t", b"not json".as_slice())]),
+            "unreadable entries are skipped"
+        );
     }
 
     #[test]

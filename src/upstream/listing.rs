@@ -373,6 +373,11 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn snapshots_hold_as_many_tools_as_a_list_keeps() {
+        assert_eq!(MAX_TOOLS, crate::catalog::MAX_SERVER_TOOLS);
+    }
+
     fn tool(name: &str) -> Value {
         json!({ "name": name, "inputSchema": { "type": "object" } })
     }

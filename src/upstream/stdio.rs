@@ -75,6 +75,9 @@ fn build_command(spec: &ServerSpec, base_dir: Option<&Path>) -> Result<CommandWr
             .map(|(key, written, value)| (key.as_str(), written.as_str(), value.expose_secret())),
     );
     command.args(&args);
+    for name in secrets::withheld() {
+        command.env_remove(name);
+    }
     for (key, _, value) in &env {
         command.env(key, value.expose_secret());
     }

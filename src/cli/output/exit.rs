@@ -34,7 +34,7 @@ pub fn status_of(code: ErrorCode) -> i32 {
         ErrorCode::ConfigurationError => CONFIGURATION,
         ErrorCode::ServerNotFound | ErrorCode::ToolNotFound => NOT_FOUND,
         ErrorCode::ToolDisabled | ErrorCode::ToolBlocked | ErrorCode::ToolNotConfirmed => DISABLED,
-        ErrorCode::ToolExecutionError | ErrorCode::ToolExecutionTimeout => EXECUTION_FAILED,
+        ErrorCode::ToolExecutionError | ErrorCode::ToolExecutionTimeout | ErrorCode::RateLimited => EXECUTION_FAILED,
         ErrorCode::ServerConnectionError => UNREACHABLE,
     }
 }

@@ -30,6 +30,9 @@ pub fn hint(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::ValidationError => "`anygpt-discovery inspect <server> <tool>` shows its parameters",
         ErrorCode::ServerConnectionError => "`anygpt-discovery list --status` shows each server's state",
         ErrorCode::ToolExecutionTimeout => "allow longer with --timeout MS or the server's timeoutMs",
+        ErrorCode::RateLimited => {
+            "the team's gateway allows this many calls (discovery.rateLimits); wait and run it again"
+        }
         ErrorCode::ToolExecutionError | ErrorCode::ToolBlocked | ErrorCode::ToolNotConfirmed => return None,
     })
 }

@@ -16,6 +16,7 @@
 mod dense;
 mod kernel;
 pub mod model;
+mod shared;
 mod store;
 pub mod wordpiece;
 
@@ -109,6 +110,10 @@ pub struct Tier {
     waited: std::sync::atomic::AtomicBool,
     /// Set while the background thread works on a batch (until its vectors are saved).
     busy: std::sync::atomic::AtomicBool,
+    /// Vectors shared with other replicas through the store (`discovery.store`), when set.
+    share: OnceLock<shared::VectorShare>,
+    /// Tools this process embedded itself (not read from a cache or the store).
+    embedded: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Tier {
@@ -163,7 +168,25 @@ impl Tier {
             cache,
             waited: std::sync::atomic::AtomicBool::new(false),
             busy: std::sync::atomic::AtomicBool::new(true),
+            share: OnceLock::new(),
+            embedded: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Read vectors other replicas embedded from `store`, and put the ones embedded here in
+    /// it (a shared store only; the first store set stays). Needs the tokio runtime.
+    pub fn share_vectors(&self, store: &crate::store::Store) {
+        if let Some(share) = shared::VectorShare::new(store) {
+            if self.share.set(share).is_ok() {
+                self.wake();
+            }
+        }
+    }
+
+    /// How many tool texts this process embedded itself since it started.
+    #[must_use]
+    pub fn embedded(&self) -> u64 {
+        self.embedded.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What the tier is doing.
@@ -307,13 +330,30 @@ fn run(tier: &Weak<Tier>) {
         if jobs.is_empty() {
             continue;
         }
+        let share = tier.upgrade().and_then(|t| t.share.get().cloned());
+        // What other replicas embedded already, in one read of the store.
+        let from_store = share.as_ref().map_or_else(HashMap::new, |share| {
+            let missing: Vec<u64> = jobs
+                .iter()
+                .map(|job| text_hash(&job.text))
+                .filter(|key| file.as_mut().is_none_or(|f| f.get(*key).is_none()))
+                .collect();
+            share.read(model.id(), model.dimensions(), &missing)
+        });
         let mut fresh = 0;
+        let mut made = Vec::new();
         for job in jobs {
             let text_key = text_hash(&job.text);
-            let vector = file.as_mut().and_then(|f| f.get(text_key)).unwrap_or_else(|| {
+            let known = file
+                .as_mut()
+                .and_then(|f| f.get(text_key))
+                .or_else(|| from_store.get(&text_key).cloned());
+            let embedded_here = known.is_none();
+            let vector = known.unwrap_or_else(|| {
                 fresh += 1;
                 let started = Instant::now();
                 let vector: Arc<[f32]> = model.embed_background(&job.text).into();
+                made.push((text_key, vector.clone()));
                 // Leave the cores to searches and servers: rest a quarter of the time worked.
                 std::thread::sleep(started.elapsed() / 4);
                 vector
@@ -322,6 +362,10 @@ fn run(tier: &Weak<Tier>) {
                 f.insert(text_key, &vector);
             }
             let Some(strong) = tier.upgrade() else { return };
+            if embedded_here {
+                // Counted as each is made: `/metrics` shows a long first embedding progress.
+                strong.embedded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             strong
                 .vectors
                 .write()
@@ -330,7 +374,13 @@ fn run(tier: &Weak<Tier>) {
             strong.generation.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             if fresh > 0 && fresh % SAVE_EVERY == 0 {
                 save(file.as_mut());
+                if let Some(share) = &share {
+                    share.write(model.id(), &std::mem::take(&mut made));
+                }
             }
+        }
+        if let Some(share) = &share {
+            share.write(model.id(), &made);
         }
         if fresh > 0 {
             save(file.as_mut());
@@ -560,6 +610,33 @@ mod tests {
         }));
         assert!(tier.wait_until_embedded(Duration::from_secs(60)), "{:?}", tier.status());
         tier
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replica_takes_the_vectors_another_embedded_from_the_store_and_embeds_nothing() {
+        let redis = crate::store::tests::RedisServer::start();
+        let store = redis.store(None);
+        let dir = tempfile::tempdir().unwrap();
+        let model_dir = write_tiny_model(&dir.path().join("model"));
+        let catalog = Arc::new(RwLock::new(catalog()));
+        let embed_with_store = |cache: &str| {
+            let tier = Tier::shared(&model_dir, Some(dir.path().join(cache)));
+            tier.share_vectors(&store);
+            let source = Arc::downgrade(&catalog);
+            tier.add_source(Box::new(move |has| {
+                let catalog = source.upgrade()?;
+                let catalog = catalog.read().unwrap();
+                Some(jobs_for(&catalog, has))
+            }));
+            tokio::task::block_in_place(|| assert!(tier.wait_until_embedded(Duration::from_secs(60))));
+            tier
+        };
+        let first = embed_with_store("cache-a");
+        assert!(first.embedded() > 0, "the first replica embeds the tools");
+        // Another replica, its own empty cache: every vector comes from the store.
+        let second = embed_with_store("cache-b");
+        assert_eq!(second.embedded(), 0, "nothing embedded twice");
+        assert_eq!(*first.vectors(), *second.vectors());
     }
 
     #[test]
