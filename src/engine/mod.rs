@@ -36,6 +36,8 @@ use state::State;
 
 /// Remote servers' secrets taken out of a text (for the faces' log writers): upstream learns
 /// them when it dials a server; the faces reach them only through the engine.
+/// A per-user sign-in in progress, and why one failed (`connection.oauth.perUser`).
+pub(crate) use crate::upstream::per_user::{CredentialError as SignInError, Flow as SignInFlow};
 pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
@@ -559,6 +561,37 @@ impl Engine {
         let state = self.current();
         let handle = state.server(server).ok()?;
         handle.is_per_user().then(|| handle.spec.clone())
+    }
+
+    /// A per-user sign-in link opened (`state` from the link): where to send the browser, the
+    /// authorization endpoint `server`'s metadata names. `None` when `server` is not one a
+    /// caller signs in to.
+    pub(crate) async fn sign_in_address(
+        &self,
+        server: &str,
+        state: &str,
+        redirect_uri: &str,
+    ) -> Option<std::result::Result<String, SignInError>> {
+        let spec = self.per_user_spec(server)?;
+        Some(crate::upstream::per_user::authorize(&self.store(), &spec, state, redirect_uri).await)
+    }
+
+    /// The sign-in `state` names, spent (it works once, on any replica).
+    pub(crate) async fn sign_in_flow(&self, state: &str) -> std::result::Result<SignInFlow, SignInError> {
+        crate::upstream::per_user::take_flow(&self.store(), state).await
+    }
+
+    /// Finish a sign-in: exchange `code` and keep the caller's token. `None` when its server is
+    /// no longer one a caller signs in to.
+    pub(crate) async fn finish_sign_in(
+        &self,
+        flow: &SignInFlow,
+        code: &str,
+        state: &str,
+        issuer: Option<&str>,
+    ) -> Option<std::result::Result<(), SignInError>> {
+        let spec = self.per_user_spec(flow.server())?;
+        Some(crate::upstream::per_user::exchange(&self.store(), &spec, flow, code, state, issuer).await)
     }
 
     /// Add one call to the statistics.

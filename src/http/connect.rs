@@ -18,7 +18,6 @@ use axum::routing::get;
 use axum::Router;
 
 use crate::engine::Engine;
-use crate::upstream::per_user;
 
 /// Longest server name in a path.
 const MAX_SERVER_BYTES: usize = 256;
@@ -88,15 +87,14 @@ async fn start(State(connect): State<Connect>, Path(server): Path<String>, uri: 
             "This sign-in link has no state: use the whole link your client showed.",
         );
     };
-    let Some(spec) = connect.engine.per_user_spec(&server) else {
+    let redirect_uri = format!("{}/connect/callback", connect.origin);
+    let Some(address) = connect.engine.sign_in_address(&server, &state, &redirect_uri).await else {
         return page(
             StatusCode::NOT_FOUND,
             &format!("{server} is not a server you sign in to here."),
         );
     };
-    let store = connect.engine.store();
-    let redirect_uri = format!("{}/connect/callback", connect.origin);
-    match per_user::authorize(&store, &spec, &state, &redirect_uri).await {
+    match address {
         Ok(address) => (
             StatusCode::FOUND,
             [
@@ -128,9 +126,8 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
     let Some(state) = state.filter(|s| !s.is_empty()) else {
         return page(StatusCode::BAD_REQUEST, "This sign-in answer has no state.");
     };
-    let store = connect.engine.store();
     // Spent whatever the answer: a state works once.
-    let flow = match per_user::take_flow(&store, &state).await {
+    let flow = match connect.engine.sign_in_flow(&state).await {
         Ok(flow) => flow,
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
@@ -145,13 +142,17 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
     let Some(code) = code.filter(|c| !c.is_empty()) else {
         return page(StatusCode::BAD_REQUEST, "This sign-in answer has no code.");
     };
-    let Some(spec) = connect.engine.per_user_spec(&server) else {
+    let Some(finished) = connect
+        .engine
+        .finish_sign_in(&flow, &code, &state, issuer.as_deref())
+        .await
+    else {
         return page(
             StatusCode::NOT_FOUND,
             &format!("{server} is no longer a server you sign in to here."),
         );
     };
-    match per_user::exchange(&store, &spec, &flow, &code, &state, issuer.as_deref()).await {
+    match finished {
         Ok(()) => page(
             StatusCode::OK,
             &format!("Signed in to {server}. Go back to your client: the call runs now (or call the tool again)."),
