@@ -26,6 +26,28 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// `N` bytes from the system's random source (ids, keys).
+#[must_use]
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; N];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system's random source works");
+    bytes
+}
+
+/// `bytes` random bytes as lowercase hex.
+#[must_use]
+pub fn random_hex(bytes: usize) -> String {
+    use ring::rand::SecureRandom;
+    let mut buffer = vec![0u8; bytes];
+    ring::rand::SystemRandom::new()
+        .fill(&mut buffer)
+        .expect("the system's random source works");
+    hex(&buffer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

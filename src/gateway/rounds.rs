@@ -371,21 +371,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn random_bytes<const N: usize>() -> [u8; N] {
-    use ring::rand::SecureRandom;
-    let mut bytes = [0u8; N];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system's random source works");
-    bytes
-}
-
-/// A random id (hex of 16 bytes).
-pub(crate) fn random_id() -> String {
-    hex(&random_bytes::<16>())
-}
-
-use crate::hash::hex;
+use crate::hash::{hex, random_bytes};
 
 #[cfg(test)]
 mod tests {

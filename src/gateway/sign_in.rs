@@ -15,7 +15,6 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ClientResult, ElicitationAction, ServerRequest};
 use serde_json::json;
 
-use super::meta_tool::error_result;
 use super::to_client::{Channel, ToClient};
 use crate::caller::Caller;
 use crate::engine::Engine;
@@ -47,6 +46,8 @@ pub(crate) enum SignIn {
     Done,
     /// The call's answer: why it did not run, with the link where it helps.
     Answer(CallToolResult),
+    /// The call did not run: the error says why, and carries the link.
+    Refused(Error),
 }
 
 /// Put `link` (absolute) for `server` to the caller through `channel`, and wait for the token.
@@ -58,10 +59,10 @@ pub(crate) async fn ask(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> SignIn {
     let refused = || {
-        SignIn::Answer(error_result(&Error::SignInRequired {
+        SignIn::Refused(Error::SignInRequired {
             server: server.to_owned(),
             link: link.to_owned(),
-        }))
+        })
     };
     if !can_open_links(channel) {
         return refused();
@@ -105,7 +106,7 @@ fn url_request(server: &str, link: &str) -> ServerRequest {
             "mode": "url",
             "message": format!("Sign in to {server} with your own account to run this call."),
             "url": link,
-            "elicitationId": format!("sign-in-{}", crate::gateway::rounds::random_id()),
+            "elicitationId": format!("sign-in-{}", crate::hash::random_hex(16)),
         }
     }))
     .expect("a URL elicitation of a message and a link parses")

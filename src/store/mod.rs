@@ -15,7 +15,7 @@ mod remote;
 pub mod seal;
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 
@@ -404,7 +404,7 @@ impl Store {
     /// another holds it.
     pub async fn lock(&self, name: &str, ttl: Duration) -> Result<Option<Lock>, StoreError> {
         let key = self.key(&["lock", name]);
-        let token = format!("{}:{}", self.0.replica, random_hex(8));
+        let token = format!("{}:{}", self.0.replica, crate::hash::random_hex(8));
         let held = self.set_if_absent(&key, token.as_bytes(), Some(ttl)).await?;
         Ok(held.then(|| Lock {
             store: self.clone(),
@@ -439,21 +439,7 @@ impl Lock {
 
 /// A random id for this process: the pid alone repeats across containers.
 fn replica_id() -> String {
-    format!("{}-{}", std::process::id(), random_hex(6))
-}
-
-fn random_hex(bytes: usize) -> String {
-    use ring::rand::SecureRandom;
-    let mut buffer = vec![0u8; bytes];
-    if ring::rand::SystemRandom::new().fill(&mut buffer).is_err() {
-        // Not for secrecy, only to tell processes apart.
-        let nanos = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        return format!("{nanos:x}");
-    }
-    crate::hash::hex(&buffer)
+    format!("{}-{}", std::process::id(), crate::hash::random_hex(6))
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ impl RedisServer {
         let spec = StoreSpec {
             url: Some(self.url()),
             key: key.map(str::to_owned),
-            prefix: Some(format!("t{}", random_hex(4))),
+            prefix: Some(format!("t{}", crate::hash::random_hex(4))),
         };
         Store::open(&spec).unwrap().unwrap()
     }

@@ -123,6 +123,7 @@ impl ExecuteTool {
                     .await
             }
             SignIn::Answer(result) => Ok(result),
+            SignIn::Refused(error) => Err(error),
         }
     }
 }

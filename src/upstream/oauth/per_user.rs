@@ -87,24 +87,7 @@ fn digest_hex(bytes: &[u8]) -> String {
     hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut text, b| {
-            let _ = write!(text, "{b:02x}");
-            text
-        })
-}
-
-fn random_hex(bytes: usize) -> String {
-    use ring::rand::SecureRandom;
-    let mut buffer = vec![0u8; bytes];
-    ring::rand::SystemRandom::new()
-        .fill(&mut buffer)
-        .expect("the system's random source works");
-    hex(&buffer)
-}
+use crate::hash::{hex, random_hex};
 
 fn now_secs() -> u64 {
     SystemTime::now()
