@@ -49,7 +49,7 @@ impl StoreSpec {
             let path = format!("{AT}.url");
             super::expand::check(url).map_err(|e| (path.clone(), e.to_string()))?;
             if !url.contains("${") {
-                check_url(url).map_err(|reason| (path, reason))?;
+                check_url(url).map_err(|reason| (path, reason.to_string()))?;
             }
         }
         if let Some(key) = &self.key {
@@ -79,16 +79,24 @@ impl StoreSpec {
     }
 }
 
-/// Whether `url` names a Redis-protocol server; the reason when it does not.
-pub fn check_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| format!("not a URL ({e}): write `redis://host:6379` (or `rediss://` for TLS)"))?;
+/// Why a store URL is not one.
+#[derive(Debug, thiserror::Error)]
+pub enum BadStoreUrl {
+    #[error("not a URL ({0}): write `redis://host:6379` (or `rediss://` for TLS)")]
+    NotAUrl(#[source] url::ParseError),
+    #[error("names no host: write `redis://host:6379`")]
+    NoHost,
+    #[error("scheme `{0}` is not a store: write `redis://host:6379` (or `rediss://` for TLS)")]
+    Scheme(String),
+}
+
+/// `url` parsed, if it names a Redis-protocol server.
+pub fn check_url(url: &str) -> Result<reqwest::Url, BadStoreUrl> {
+    let parsed = reqwest::Url::parse(url).map_err(BadStoreUrl::NotAUrl)?;
     match parsed.scheme() {
-        "redis" | "rediss" | "valkey" | "valkeys" if parsed.host_str().is_some_and(|h| !h.is_empty()) => Ok(()),
-        "redis" | "rediss" | "valkey" | "valkeys" => Err("names no host: write `redis://host:6379`".to_owned()),
-        other => Err(format!(
-            "scheme `{other}` is not a store: write `redis://host:6379` (or `rediss://` for TLS)"
-        )),
+        "redis" | "rediss" | "valkey" | "valkeys" if parsed.host_str().is_some_and(|h| !h.is_empty()) => Ok(parsed),
+        "redis" | "rediss" | "valkey" | "valkeys" => Err(BadStoreUrl::NoHost),
+        other => Err(BadStoreUrl::Scheme(other.to_owned())),
     }
 }
 

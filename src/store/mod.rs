@@ -44,6 +44,9 @@ pub enum StoreError {
         source: crate::config::expand::ExpandError,
     },
     #[error("discovery.store.url: {0}")]
+    BadUrl(#[from] crate::config::store::BadStoreUrl),
+    /// The driver refused the URL (its text, scrubbed).
+    #[error("discovery.store.url: {0}")]
     Url(String),
     #[error("discovery.store.key {0}")]
     Key(#[from] seal::KeyError),
@@ -120,8 +123,7 @@ impl Store {
                 .flat_map(|text| crate::config::expand::referenced_variables(text)),
         );
         let url = expand("discovery.store.url", written)?;
-        crate::config::store::check_url(&url).map_err(StoreError::Url)?;
-        let parsed = reqwest::Url::parse(&url).map_err(|e| StoreError::Url(e.to_string()))?;
+        let parsed = crate::config::store::check_url(&url)?;
         let mut secrets = crate::secrets::url_secrets(&parsed);
         let sealer = match &spec.key {
             Some(written) => {
