@@ -165,6 +165,17 @@ export async function waitFor(predicate, ms) {
   }
 }
 
+/** Poll the async `probe` every `every` ms until it returns a truthy value: that value, or null after `ms`. */
+export async function eventually(probe, ms, every = 20) {
+  const deadline = performance.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (performance.now() > deadline) return null;
+    await new Promise((resolve) => setTimeout(resolve, every));
+  }
+}
+
 /** Resolve when `child` exits, with its exit code (or signal name). */
 export function exited(child) {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode ?? child.signalCode);

@@ -26,7 +26,7 @@ import {
   waitReady,
 } from './cluster.mjs';
 import { writeTinyModel } from './fixtures/tiny-model.mjs';
-import { descendants, freePort, referenceServer, tempDir } from './helpers.mjs';
+import { descendants, eventually, freePort, referenceServer, tempDir } from './helpers.mjs';
 
 /** The public catalog's size in the issue: the catalog server lists this many tools. */
 const CATALOG = 5_600;
@@ -45,16 +45,7 @@ const EMBEDDED = 'discovery_semantic_embedded_total';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Poll `probe` (async) every 20 ms until it returns a truthy value; that value, or null after `ms`. */
-async function until(probe, ms) {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (performance.now() > deadline) return null;
-    await sleep(20);
-  }
-}
+const until = (probe, ms) => eventually(probe, ms);
 
 /** Whether `search_tools` on `url` finds `tool` of `server` for `query` (first, when `first`). */
 async function finds(url, query, server, tool, { first = false } = {}) {

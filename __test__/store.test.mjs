@@ -6,16 +6,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 
-import { freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir, bin, writeConfig, isolatedEnv, listening, root } from './helpers.mjs';
+import { eventually, freePort, serveHttp, raw2026, answerOf, serverPaths, tempDir, bin, writeConfig, isolatedEnv, listening, root } from './helpers.mjs';
 
 /** Resolves once the async `predicate` holds; fails after `ms`. */
 async function until(predicate, ms, what) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await predicate()) return;
-    if (Date.now() > deadline) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  if (!(await eventually(predicate, ms, 50))) throw new Error(`not within ${ms} ms: ${what}`);
 }
 
 function startRedis(port) {

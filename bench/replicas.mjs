@@ -44,7 +44,7 @@ import {
   waitReady,
 } from '../__test__/cluster.mjs';
 import { writeTinyModel } from '../__test__/fixtures/tiny-model.mjs';
-import { descendants, freePort, referenceServer } from '../__test__/helpers.mjs';
+import { descendants, eventually, freePort, referenceServer } from '../__test__/helpers.mjs';
 
 const root = join(import.meta.dirname, '..');
 const option = (name, fallback) => {
@@ -160,16 +160,8 @@ async function load(url, kind, replicas, haproxy) {
   return { p50: at(0.5), p99: at(0.99), perSecond: Math.round(latencies.length / seconds), cpu };
 }
 
-/** Poll `probe` until truthy (its value), or null after `ms`. */
-async function until(probe, ms) {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (performance.now() > deadline) return null;
-    await sleep(5);
-  }
-}
+/** Poll `probe` every 5 ms until truthy (its value), or null after `ms`. */
+const until = (probe, ms) => eventually(probe, ms, 5);
 
 /** Wait until `replica` lists every server connected. */
 async function connected(replica) {
