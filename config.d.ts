@@ -288,6 +288,13 @@ export interface OAuthSpec {
    * the least recently used closes first). Default 64.
    */
   maxUserConnections?: number | null
+  /**
+   * With `perUser`, where the server trusts the team's identity provider: no sign-in
+   * link; each caller's verified token (from `discovery.http.auth.issuers`) is exchanged
+   * at the provider for one for this server (RFC 8693 token exchange), as the gateway's
+   * client `clientId` / `clientSecret`, asking for `scopes`.
+   */
+  tokenExchange?: TokenExchangeSpec | null
 }
 
 /** `discovery.security.onToolChange`. */
@@ -442,6 +449,9 @@ export interface StoreSpec {
   prefix?: string | null
 }
 
+/** The `subject_token_type` of a token exchange. */
+export type SubjectTokenType = "accessToken" | "jwt"
+
 /**
  * `discovery.telemetry`: OpenTelemetry traces over OTLP/HTTP JSON, off unless `endpoint` is
  * set.
@@ -466,6 +476,21 @@ export interface TelemetrySpec {
    * set NAME`); kept out of every log and of `config show`.
    */
   headers?: Record<string, string>
+}
+
+/** `connection.oauth.tokenExchange`: where and how a caller's token is exchanged (RFC 8693). */
+export interface TokenExchangeSpec {
+  /**
+   * The identity provider's token endpoint (https://, or http:// on loopback). `${VAR}`
+   * expands.
+   */
+  tokenEndpoint: string
+  /** `audience` of the request: the name the provider knows this server by, if it wants one. */
+  audience?: string | null
+  /** `resource` of the request (RFC 8707); default the server's `url`. */
+  resource?: string | null
+  /** What the caller's token is to the provider: `accessToken` (the default) or `jwt`. */
+  subjectTokenType?: SubjectTokenType
 }
 
 /** One entry of `toolRules`. */

@@ -17,6 +17,49 @@ pub struct Caller {
     pub groups: Vec<String>,
     /// Scopes the token grants (`scope`, space-separated in the token).
     pub scopes: Vec<String>,
+    /// The token the caller presented, once verified (signed JWTs only): what RFC 8693 token
+    /// exchange trades for their token at a downstream server. Not part of who they are.
+    pub presented: Option<Presented>,
+}
+
+/// A verified bearer token a caller presented. Its `Debug` shows no character of it, so a
+/// caller logged or asserted on never prints a live credential.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Presented {
+    token: std::sync::Arc<str>,
+    expires_at: Option<u64>,
+}
+
+impl Presented {
+    /// `token`, verified, valid until `expires_at` (seconds since the epoch, its `exp`).
+    #[must_use]
+    pub fn new(token: &str, expires_at: Option<u64>) -> Self {
+        Self {
+            token: token.into(),
+            expires_at,
+        }
+    }
+
+    /// The token itself: only for the identity provider that issued it.
+    #[must_use]
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// When it expires (seconds since the epoch), if it says.
+    #[must_use]
+    pub fn expires_at(&self) -> Option<u64> {
+        self.expires_at
+    }
+}
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Presented")
+            .field("token", &"<redacted>")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
 }
 
 impl Caller {
@@ -139,6 +182,25 @@ mod tests {
         parts.extensions.insert(alice.clone());
         extensions.insert(parts);
         assert_eq!(Caller::of_request(&extensions), alice);
+    }
+
+    #[test]
+    fn a_presented_token_never_shows_in_debug_output() {
+        let caller = Caller {
+            subject: Some("alice".into()),
+            presented: Some(super::Presented::new("eyJ.secret-token-characters.sig", Some(7))),
+            ..Caller::default()
+        };
+        let shown = format!("{caller:?} {caller:#?}");
+        assert!(!shown.contains("secret-token-characters"), "{shown}");
+        assert!(
+            shown.contains("<redacted>") && shown.contains("expires_at: Some(7)"),
+            "{shown}"
+        );
+        assert_eq!(
+            caller.presented.as_ref().map(super::Presented::token),
+            Some("eyJ.secret-token-characters.sig")
+        );
     }
 
     #[test]

@@ -474,6 +474,54 @@ pub struct OAuthSpec {
     /// the least recently used closes first). Default 64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_user_connections: Option<u32>,
+    /// With `perUser`, where the server trusts the team's identity provider: no sign-in
+    /// link; each caller's verified token (from `discovery.http.auth.issuers`) is exchanged
+    /// at the provider for one for this server (RFC 8693 token exchange), as the gateway's
+    /// client `clientId` / `clientSecret`, asking for `scopes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_exchange: Option<TokenExchangeSpec>,
+}
+
+/// `connection.oauth.tokenExchange`: where and how a caller's token is exchanged (RFC 8693).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(schemars::JsonSchema)]
+pub struct TokenExchangeSpec {
+    /// The identity provider's token endpoint (https://, or http:// on loopback). `${VAR}`
+    /// expands.
+    pub token_endpoint: String,
+    /// `audience` of the request: the name the provider knows this server by, if it wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// `resource` of the request (RFC 8707); default the server's `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// What the caller's token is to the provider: `accessToken` (the default) or `jwt`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub subject_token_type: SubjectTokenType,
+}
+
+/// The `subject_token_type` of a token exchange.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[derive(schemars::JsonSchema)]
+pub enum SubjectTokenType {
+    /// `urn:ietf:params:oauth:token-type:access_token`
+    #[default]
+    AccessToken,
+    /// `urn:ietf:params:oauth:token-type:jwt`
+    Jwt,
+}
+
+impl SubjectTokenType {
+    /// The token type URI RFC 8693 names it by.
+    #[must_use]
+    pub fn uri(self) -> &'static str {
+        match self {
+            Self::AccessToken => "urn:ietf:params:oauth:token-type:access_token",
+            Self::Jwt => "urn:ietf:params:oauth:token-type:jwt",
+        }
+    }
 }
 
 /// Connections one per-user server keeps open unless `maxUserConnections` says.
@@ -492,6 +540,17 @@ impl ServerSpec {
     #[must_use]
     pub fn is_per_user(&self) -> bool {
         self.connection.oauth.as_ref().is_some_and(|o| o.per_user)
+    }
+
+    /// How callers' tokens are exchanged for this per-user server's, if they are (else each
+    /// caller signs in through a link).
+    #[must_use]
+    pub fn token_exchange(&self) -> Option<&TokenExchangeSpec> {
+        self.connection
+            .oauth
+            .as_ref()
+            .filter(|o| o.per_user)
+            .and_then(|o| o.token_exchange.as_ref())
     }
 }
 
@@ -529,11 +588,16 @@ impl ConnectionSpec {
         let url = self.url.iter().map(move |u| (format!("{at}.url"), u));
         let oauth = self.oauth.iter().flat_map(move |o| {
             let id = o.client_id.iter().map(move |v| (format!("{at}.oauth.clientId"), v));
+            let exchange = o
+                .token_exchange
+                .iter()
+                .map(move |x| (format!("{at}.oauth.tokenExchange.tokenEndpoint"), &x.token_endpoint));
             id.chain(
                 o.client_secret
                     .iter()
                     .map(move |v| (format!("{at}.oauth.clientSecret"), v)),
             )
+            .chain(exchange)
         });
         args.chain(env)
             .chain(headers)
@@ -1081,6 +1145,9 @@ fn check_oauth(oauth: &OAuthSpec, kind: TransportKind, at: &str) -> Result<(), (
     if oauth.per_user {
         check_per_user(oauth, at)?;
     }
+    if let Some(exchange) = &oauth.token_exchange {
+        check_token_exchange(oauth, exchange, at)?;
+    }
     if let Some(url) = &oauth.client_metadata_url {
         if !url.starts_with("https://") {
             return Err((
@@ -1111,6 +1178,70 @@ fn check_per_user(oauth: &OAuthSpec, at: &str) -> Result<(), (String, String)> {
         return Err((format!("{at}.maxUserConnections"), "must be greater than 0".into()));
     }
     Ok(())
+}
+
+/// `oauth.tokenExchange`: for per-user servers, as a client the provider knows, to a token
+/// endpoint no one can read the caller's token from on the way.
+fn check_token_exchange(oauth: &OAuthSpec, exchange: &TokenExchangeSpec, at: &str) -> Result<(), (String, String)> {
+    let here = format!("{at}.tokenExchange");
+    if !oauth.per_user {
+        return Err((
+            here,
+            "token exchange gets each caller their own token: set `perUser: true` beside it, or remove `tokenExchange`"
+                .into(),
+        ));
+    }
+    if oauth.client_id.is_none() {
+        return Err((
+            format!("{at}.clientId"),
+            "token exchange asks the identity provider as the gateway's client: set `clientId` (and `clientSecret` for a confidential client)".into(),
+        ));
+    }
+    // A `${VAR}` endpoint is checked when it expands, at the exchange.
+    if !exchange.token_endpoint.contains("${") {
+        check_secure_endpoint(&exchange.token_endpoint)
+            .map_err(|reason| (format!("{here}.tokenEndpoint"), reason.to_string()))?;
+    }
+    for (field, value) in [("audience", &exchange.audience), ("resource", &exchange.resource)] {
+        if value.as_deref().is_some_and(|v| v.trim().is_empty()) {
+            return Err((
+                format!("{here}.{field}"),
+                "must not be empty: give a value or remove it".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why a URL is not an endpoint a credential may be sent to.
+#[derive(Debug, thiserror::Error)]
+pub enum InsecureEndpoint {
+    #[error("`{0}` is not an absolute URL ({1})")]
+    NotUrl(String, url::ParseError),
+    #[error("`{0}` must be https (http only on loopback): a token sent over plain HTTP is read by anyone on the way")]
+    PlainHttp(String),
+}
+
+/// `text` as an endpoint a credential may be sent to: https, or http on loopback only.
+pub(crate) fn check_secure_endpoint(text: &str) -> Result<url::Url, InsecureEndpoint> {
+    let url = url::Url::parse(text.trim()).map_err(|e| InsecureEndpoint::NotUrl(text.to_owned(), e))?;
+    if url.scheme() == "https" || (url.scheme() == "http" && is_loopback_host(&url)) {
+        return Ok(url);
+    }
+    Err(InsecureEndpoint::PlainHttp(text.to_owned()))
+}
+
+/// Whether `url` names this machine (`localhost` or a loopback address).
+#[must_use]
+pub fn is_loopback_host(url: &url::Url) -> bool {
+    url.host_str().is_some_and(|host| {
+        host.eq_ignore_ascii_case("localhost")
+            || host
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    })
 }
 
 /// Per-user servers need callers who are someone: `discovery.http.auth.issuers` (a static
@@ -1451,6 +1582,53 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(error.contains("maxUserConnections: must be greater than 0"), "{error}");
+    }
+
+    #[test]
+    fn token_exchange_is_for_per_user_servers_with_a_client_and_a_safe_endpoint() {
+        let team = json!({ "auth": { "issuers": [{ "issuer": "https://id.example", "jwksUri": "https://id.example/jwks" }] } });
+        let with = |oauth: Value| {
+            Config::from_value(
+                json!({ "discovery": { "http": team, "servers": [{ "name": "gh", "connection": { "type": "http", "url": "https://h/mcp", "oauth": oauth } }] } }),
+                "x",
+            )
+        };
+        let good = json!({ "perUser": true, "clientId": "gateway", "clientSecret": "${IDP_SECRET}",
+            "tokenExchange": { "tokenEndpoint": "https://id.example/token", "audience": "gh", "subjectTokenType": "jwt" } });
+        let config = with(good).unwrap();
+        let exchange = config.servers()[0].token_exchange().unwrap();
+        assert_eq!(
+            exchange.subject_token_type.uri(),
+            "urn:ietf:params:oauth:token-type:jwt"
+        );
+        assert_eq!(exchange.audience.as_deref(), Some("gh"));
+        let loopback = json!({ "perUser": true, "clientId": "g", "tokenExchange": { "tokenEndpoint": "http://127.0.0.1:9/token" } });
+        assert!(with(loopback).unwrap().servers()[0].token_exchange().is_some());
+        for (oauth, says) in [
+            (
+                json!({ "clientId": "g", "tokenExchange": { "tokenEndpoint": "https://id.example/token" } }),
+                "oauth.tokenExchange: token exchange gets each caller their own token: set `perUser: true`",
+            ),
+            (
+                json!({ "perUser": true, "tokenExchange": { "tokenEndpoint": "https://id.example/token" } }),
+                "oauth.clientId: token exchange asks the identity provider as the gateway's client",
+            ),
+            (
+                json!({ "perUser": true, "clientId": "g", "tokenExchange": { "tokenEndpoint": "http://id.example/token" } }),
+                "tokenExchange.tokenEndpoint: `http://id.example/token` must be https (http only on loopback)",
+            ),
+            (
+                json!({ "perUser": true, "clientId": "g", "tokenExchange": { "tokenEndpoint": "/token" } }),
+                "tokenExchange.tokenEndpoint: `/token` is not an absolute URL",
+            ),
+            (
+                json!({ "perUser": true, "clientId": "g", "tokenExchange": { "tokenEndpoint": "https://id.example/token", "audience": " " } }),
+                "tokenExchange.audience: must not be empty",
+            ),
+        ] {
+            let error = with(oauth).unwrap_err().to_string();
+            assert!(error.contains(says), "{error}\n  wanted: {says}");
+        }
     }
 
     /// Every validation message, exactly as a user reads it: file, path inside it, the fix.

@@ -120,10 +120,10 @@ impl State {
         }
         drop(span);
         // The server refused the caller's own token (revoked before its expiry): they sign in
-        // again, now.
+        // again, now (or, with token exchange, their next call exchanges again).
         if let (Err(_), Some(token)) = (&outcome, &token) {
             if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
-                return Err(self.sign_in_link(server, caller).await);
+                return Err(self.refused_own_token(server, caller).await);
             }
         }
         let mut result = outcome?;
@@ -143,16 +143,45 @@ impl State {
             server: name.to_owned(),
             source: UpstreamError::NeedsSignIn { detail },
         };
-        match per_user::token(store, &handle.spec, caller).await {
-            Ok(Some(token)) if !per_user::drop_if_refused(store, caller, name, &token).await => {
+        let mut got = per_user::token(store, &handle.spec, caller).await;
+        if let Ok(Some(token)) = &got {
+            // Refused by the server since it was issued: dropped, and, where the caller's
+            // token is exchanged, exchanged anew at once (no person is needed for that).
+            if per_user::drop_if_refused(store, caller, name, token).await {
+                got = match handle.spec.token_exchange() {
+                    Some(_) => per_user::token(store, &handle.spec, caller).await,
+                    None => Ok(None),
+                };
+            }
+        }
+        match got {
+            Ok(Some(token)) => {
                 let own = handle.for_caller(&caller.identity(), &token).ok_or_else(|| {
                     unreachable("the authorization server issued a token that is not a bearer token (RFC 6750)".into())
                 })?;
                 own.start();
                 Ok((own, token))
             }
-            Ok(_) => Err(self.sign_in_link(name, caller).await),
+            Ok(None) => Err(self.sign_in_link(name, caller).await),
             Err(error) => Err(unreachable(error.to_string())),
+        }
+    }
+
+    /// What a call answers when the per-user server refused the caller's own token: a new
+    /// sign-in link, or, where tokens are exchanged, that the next call exchanges again.
+    async fn refused_own_token(&self, server: &str, caller: &Caller) -> Error {
+        // The configured server's spec: the caller's own connection carries a fixed bearer instead.
+        let exchanged = self
+            .server(server)
+            .is_ok_and(|configured| configured.spec.token_exchange().is_some());
+        if !exchanged {
+            return self.sign_in_link(server, caller).await;
+        }
+        Error::ServerConnection {
+            server: server.to_owned(),
+            source: UpstreamError::NeedsSignIn {
+                detail: format!("{server} refused the token the identity provider exchanged for this caller's; it is forgotten, and the next call exchanges a new one"),
+            },
         }
     }
 

@@ -18,7 +18,7 @@ fn caller(subject: &str, groups: &[&str]) -> Caller {
         issuer: Some("https://id.example".into()),
         subject: Some(subject.into()),
         groups: groups.iter().map(|g| (*g).to_owned()).collect(),
-        scopes: Vec::new(),
+        ..Caller::default()
     }
 }
 

@@ -92,9 +92,13 @@ pub(super) async fn verify(issuers: &[Issuer], token: &str, leeway: u64) -> Resu
     if !missing.is_empty() {
         return Err(Problem::InsufficientScope(issuer.required_scopes.join(" ")));
     }
+    let expires_at = claims.get("exp").and_then(Value::as_u64);
     Ok(Verified {
-        caller,
-        expires_at: claims.get("exp").and_then(Value::as_u64),
+        caller: Caller {
+            presented: Some(crate::caller::Presented::new(token, expires_at)),
+            ..caller
+        },
+        expires_at,
     })
 }
 
@@ -142,6 +146,7 @@ fn caller_of(issuer: &Issuer, claims: &Map<String, Value>) -> Result<Caller, Pro
         subject: Some(subject.to_owned()),
         groups,
         scopes,
+        presented: None,
     })
 }
 

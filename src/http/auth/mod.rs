@@ -465,14 +465,7 @@ fn key_source(spec: &IssuerSpec, at: &dyn Fn(&str) -> String) -> Result<Source> 
         (Some(uri), None) => {
             let url = reqwest::Url::parse(uri.trim())
                 .map_err(|e| Error::config(ORIGIN, at("jwksUri"), format!("`{uri}` is not an absolute URL ({e})")))?;
-            let loopback = url.host_str().is_some_and(|host| {
-                host.eq_ignore_ascii_case("localhost")
-                    || host
-                        .trim_start_matches('[')
-                        .trim_end_matches(']')
-                        .parse::<std::net::IpAddr>()
-                        .is_ok_and(|ip| ip.is_loopback())
-            });
+            let loopback = crate::config::is_loopback_host(&url);
             // Keys fetched over plain HTTP can be swapped on the way, and then any token verifies.
             if url.scheme() != "https" && !(url.scheme() == "http" && loopback) {
                 return Err(Error::config(

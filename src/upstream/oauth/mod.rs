@@ -30,6 +30,7 @@
 //! (`upstream::http`) anyway, whose session rules it would otherwise bypass.
 
 mod browser;
+mod exchange;
 pub(crate) mod keychain;
 pub(crate) mod per_user;
 mod store;

@@ -16,6 +16,9 @@
 //! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the code exchanged
 //!    with the verifier, and the tokens kept sealed ([`StoreCredentials`]).
 //!
+//! A server with `tokenExchange` has no sign-in: [`token`] trades the caller's own token for
+//! one of the server (`exchange`, RFC 8693).
+//!
 //! A token about to expire is refreshed under a store lock, read again once the lock is held
 //! (another replica may have refreshed it meanwhile), so two replicas never spend one refresh
 //! token together and concurrent calls refresh once. Tokens register as secrets of their server when
@@ -63,10 +66,14 @@ pub enum CredentialError {
     Auth { server: String, reason: String },
     #[error("{0} is not a per-user server of this gateway")]
     NotPerUser(String),
+    #[error("{0} trades each caller's token from the team's identity provider for theirs (token exchange), and this caller presented none: sign in to the gateway with a token from one of `discovery.http.auth.issuers`")]
+    NothingToExchange(String),
+    #[error("the identity provider did not exchange the caller's token for one of {server}: {reason}")]
+    Exchange { server: String, reason: String },
 }
 
 impl CredentialError {
-    fn auth(server: &str, error: &AuthError) -> Self {
+    pub(super) fn auth(server: &str, error: &AuthError) -> Self {
         Self::Auth {
             server: server.to_owned(),
             reason: auth_error_text(error),
@@ -89,7 +96,7 @@ fn digest_hex(bytes: &[u8]) -> String {
 
 use crate::hash::{hex, random_hex};
 
-fn now_secs() -> u64 {
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
@@ -118,22 +125,27 @@ impl StoreCredentials {
 
     /// The lock that one refresh of these credentials holds, across replicas.
     async fn refresh_lock(&self) -> Result<Lock, AuthError> {
-        let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
-        let name = format!("refresh:{}", digest_hex(self.key.as_bytes()));
-        loop {
-            match self.store.lock(&name, REFRESH_LOCK_TTL).await {
-                Ok(Some(lock)) => return Ok(lock),
-                Ok(None) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Ok(None) => {
-                    return Err(AuthError::CredentialStoreError(format!(
-                        "another replica has been refreshing this token for over {} s",
-                        REFRESH_LOCK_WAIT.as_secs()
-                    )))
-                }
-                Err(error) => return Err(store_failed(&error)),
+        acquire(&self.store, &format!("refresh:{}", digest_hex(self.key.as_bytes()))).await
+    }
+}
+
+/// The store lock `name`, waiting up to [`REFRESH_LOCK_WAIT`] for another replica holding it
+/// (one refresh, or one exchange, of one token at a time).
+pub(super) async fn acquire(store: &Store, name: &str) -> Result<Lock, AuthError> {
+    let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
+    loop {
+        match store.lock(name, REFRESH_LOCK_TTL).await {
+            Ok(Some(lock)) => return Ok(lock),
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            Ok(None) => {
+                return Err(AuthError::CredentialStoreError(format!(
+                    "another replica has been getting this token for over {} s",
+                    REFRESH_LOCK_WAIT.as_secs()
+                )))
+            }
+            Err(error) => return Err(store_failed(&error)),
         }
     }
 }
@@ -179,7 +191,7 @@ impl CredentialStore for StoreCredentials {
 }
 
 /// A refresh lock held until dropped (released in the background: a guard drops in sync code).
-struct Held(Option<Lock>);
+pub(super) struct Held(pub(super) Option<Lock>);
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -326,6 +338,7 @@ pub(crate) async fn drop_if_refused(store: &Store, caller: &Caller, server: &str
     if !was_refused(token) {
         return false;
     }
+    super::exchange::forget(store, caller, server, token).await;
     let credentials = StoreCredentials::new(store, caller, server);
     // Only if it is still that token: another replica may have stored a new one.
     let stored = credentials.load().await.ok().flatten();
@@ -342,7 +355,8 @@ pub(crate) async fn drop_if_refused(store: &Store, caller: &Caller, server: &str
 }
 
 /// The access token `caller` has for `spec`'s server, refreshed first when it is about to
-/// expire; `None` when they must sign in (never did, or the refresh was refused).
+/// expire, or exchanged for theirs at the identity provider (`tokenExchange`, see
+/// `exchange`); `None` when they must sign in (never did, or the refresh was refused).
 pub(crate) async fn token(
     store: &Store,
     spec: &ServerSpec,
@@ -352,6 +366,9 @@ pub(crate) async fn token(
         return Err(CredentialError::NoCaller {
             server: spec.name.clone(),
         });
+    }
+    if let Some(exchange) = spec.token_exchange() {
+        return super::exchange::token(store, spec, exchange, caller).await.map(Some);
     }
     let credentials = StoreCredentials::new(store, caller, &spec.name);
     let stored = credentials

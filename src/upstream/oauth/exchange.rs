@@ -1,0 +1,450 @@
+//! RFC 8693 token exchange for per-user servers (`connection.oauth.tokenExchange`): a caller's
+//! verified token from the team's identity provider is traded at that provider for a token of
+//! the downstream server that trusts it — no sign-in link, no browser.
+//!
+//! The exchanged token is kept sealed in the store (`crate::store`) under (issuer, subject,
+//! server, digest of the presented token), until it or the presented token expires, whichever
+//! comes first: any replica reuses it, and a caller who presents a new token (new scopes, new
+//! groups, a new sign-in) gets a new exchange. One exchange per presented token across replicas:
+//! the first takes a store lock, the others wait for it and read what it kept.
+//!
+//! The presented token goes to the configured token endpoint only (https, or http on
+//! loopback; no redirect followed), never to the downstream server and never into a log; the
+//! exchanged token registers as a secret of its server. What the provider answers is bounded
+//! ([`MAX_RESPONSE_BYTES`]) and its error text cleaned, cut and scrubbed before anyone sees it.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::per_user::{acquire, now_secs, CredentialError, Held};
+use super::Settings;
+use crate::caller::{Caller, Presented};
+use crate::config::{expand, ServerSpec, TokenExchangeSpec};
+use crate::store::Store;
+
+/// RFC 8693 §2.1 `grant_type`.
+const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The token type asked for and accepted back: a token to send as a bearer.
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+const JWT_TYPE: &str = "urn:ietf:params:oauth:token-type:jwt";
+/// The most of a token endpoint's answer read (a token response is a few KiB).
+const MAX_RESPONSE_BYTES: usize = 64 * 1024;
+/// The longest exchanged token used (a bearer header beyond it is refused by most servers).
+const MAX_TOKEN_BYTES: usize = 16 * 1024;
+/// How long one exchange may take.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(15);
+/// An exchanged token this close to its expiry (or to the presented one's) is not used: a
+/// new exchange is cheaper than a call failing halfway.
+const EXPIRY_MARGIN_SECS: u64 = 10;
+/// How long an exchanged token without `expires_in` is kept (within the presented token's
+/// lifetime): the provider said nothing, so it is asked again soon.
+const UNSTATED_LIFETIME_SECS: u64 = 5 * 60;
+/// How much of the provider's `error_description` is quoted.
+const MAX_DESCRIPTION_CHARS: usize = 200;
+
+/// An exchanged token as kept in the store.
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    access_token: String,
+    /// Seconds since the epoch.
+    expires_at: u64,
+}
+
+/// `caller`'s token for the per-user server `spec`, exchanged (or reused from the store).
+pub(crate) async fn token(
+    store: &Store,
+    spec: &ServerSpec,
+    exchange: &TokenExchangeSpec,
+    caller: &Caller,
+) -> Result<String, CredentialError> {
+    let server = spec.name.as_str();
+    let presented = caller
+        .presented
+        .as_ref()
+        .ok_or_else(|| CredentialError::NothingToExchange(server.to_owned()))?;
+    let key = kept_key(store, caller, server, presented);
+    if let Some(token) = kept(store, &key).await? {
+        return Ok(token);
+    }
+    // One exchange per presented token across replicas: whoever waited reads the one kept.
+    let lock = acquire(store, &format!("exchange:{}", key_digest(&key)))
+        .await
+        .map_err(|e| CredentialError::auth(server, &e))?;
+    let _held = Held(Some(lock));
+    if let Some(token) = kept(store, &key).await? {
+        return Ok(token);
+    }
+    let issued = request(spec, exchange, presented).await?;
+    crate::secrets::register(server, [issued.access_token.clone()]);
+    let now = now_secs();
+    let expires_at = lifetime_end(now, issued.expires_in, presented.expires_at());
+    let remaining = expires_at.saturating_sub(now);
+    if remaining > EXPIRY_MARGIN_SECS {
+        let bytes = serde_json::to_vec(&Kept {
+            access_token: issued.access_token.clone(),
+            expires_at,
+        })
+        .expect("a kept token serializes");
+        if let Err(error) = store
+            .set_sealed(&key, &bytes, Some(Duration::from_secs(remaining)))
+            .await
+        {
+            tracing::warn!(%server, "an exchanged token is not kept (the next call exchanges again): {error}");
+        }
+    }
+    tracing::info!(%server, caller = %caller.label(), "exchanged the caller's token (RFC 8693)");
+    Ok(issued.access_token)
+}
+
+/// Forget the exchanged `token` of `caller` for `server` (the server refused it): their next
+/// call exchanges again. Nothing happens when another token is kept by now.
+pub(crate) async fn forget(store: &Store, caller: &Caller, server: &str, token: &str) {
+    let Some(presented) = &caller.presented else { return };
+    let key = kept_key(store, caller, server, presented);
+    if let Ok(Some(bytes)) = store.get_sealed(&key).await {
+        if serde_json::from_slice::<Kept>(&bytes).is_ok_and(|kept| kept.access_token == token) {
+            let _ = store.delete(&key).await;
+        }
+    }
+}
+
+/// When an exchanged token stops being used: its own expiry, never past the presented token's
+/// (whose digest names it anyway), and soon when the provider did not say.
+fn lifetime_end(now: u64, expires_in: Option<u64>, presented_expires_at: Option<u64>) -> u64 {
+    let own = now.saturating_add(expires_in.unwrap_or(UNSTATED_LIFETIME_SECS));
+    presented_expires_at.map_or(own, |presented| own.min(presented))
+}
+
+/// The exchanged token kept under `key`, if it is not about to expire.
+async fn kept(store: &Store, key: &str) -> Result<Option<String>, CredentialError> {
+    let Some(bytes) = store.get_sealed(key).await? else {
+        return Ok(None);
+    };
+    let Ok(kept) = serde_json::from_slice::<Kept>(&bytes) else {
+        return Ok(None);
+    };
+    Ok((kept.expires_at.saturating_sub(now_secs()) > EXPIRY_MARGIN_SECS).then_some(kept.access_token))
+}
+
+/// Where `caller`'s token exchanged from `presented` for `server` is kept: the server's name
+/// and a digest of the whole, so no one's name or token shows in the store's keys.
+fn kept_key(store: &Store, caller: &Caller, server: &str, presented: &Presented) -> String {
+    let token_digest = key_digest(presented.token());
+    let whole = serde_json::json!([caller.issuer, caller.subject, server, token_digest]).to_string();
+    store.key(&["exchanged", server, &key_digest(&whole)])
+}
+
+fn key_digest(text: &str) -> String {
+    crate::hash::hex(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref())
+}
+
+/// A successful answer of the token endpoint (RFC 8693 §2.2.1).
+#[derive(Deserialize)]
+struct Granted {
+    access_token: String,
+    token_type: String,
+    #[serde(default)]
+    issued_token_type: Option<String>,
+    #[serde(default)]
+    expires_in: Option<u64>,
+}
+
+/// An error answer of the token endpoint (RFC 6749 §5.2).
+#[derive(Deserialize)]
+struct Refusal {
+    error: String,
+    #[serde(default)]
+    error_description: Option<String>,
+}
+
+/// Ask the provider to exchange `presented` for a token of `spec`'s server; why not, in words
+/// naming the fix, when it will not.
+async fn request(
+    spec: &ServerSpec,
+    exchange: &TokenExchangeSpec,
+    presented: &Presented,
+) -> Result<Granted, CredentialError> {
+    let fail = |reason: String| CredentialError::Exchange {
+        server: spec.name.clone(),
+        reason,
+    };
+    let settings = Settings::from_spec(spec.connection.oauth.as_ref()).map_err(|e| fail(e.to_string()))?;
+    let endpoint = expand::expand_env(&exchange.token_endpoint).map_err(|e| fail(format!("tokenEndpoint: {e}")))?;
+    let endpoint = crate::config::check_secure_endpoint(&endpoint).map_err(|e| fail(format!("tokenEndpoint: {e}")))?;
+    let resource = match &exchange.resource {
+        Some(resource) => resource.clone(),
+        None => expand::expand_env(spec.connection.url.as_deref().unwrap_or_default())
+            .map_err(|e| fail(format!("url: {e}")))?,
+    };
+    let client_id = settings.client_id.ok_or_else(|| {
+        fail("token exchange needs `oauth.clientId`, the gateway's client at the identity provider".into())
+    })?;
+    let scope = settings.scopes.join(" ");
+    let mut form: Vec<(&str, &str)> = vec![
+        ("grant_type", GRANT_TYPE),
+        ("subject_token", presented.token()),
+        ("subject_token_type", exchange.subject_token_type.uri()),
+        ("requested_token_type", ACCESS_TOKEN_TYPE),
+        ("resource", &resource),
+    ];
+    if let Some(audience) = &exchange.audience {
+        form.push(("audience", audience));
+    }
+    if !scope.is_empty() {
+        form.push(("scope", &scope));
+    }
+    crate::upstream::install_crypto_provider();
+    // The caller's token goes to this endpoint only: no redirect takes it anywhere else.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(EXCHANGE_TIMEOUT)
+        .build()
+        .map_err(|e| fail(format!("cannot build an HTTP client: {e}")))?;
+    let mut request = client.post(endpoint.clone()).header("accept", "application/json");
+    // RFC 6749 §2.3.1: a confidential client authenticates with HTTP Basic, its id and secret
+    // form-encoded first; a public one names itself in the body.
+    if let Some(secret) = &settings.client_secret {
+        request = request.basic_auth(form_encode(&client_id), Some(form_encode(secret)));
+    } else {
+        form.push(("client_id", &client_id));
+    }
+    let body = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(&form)
+        .finish();
+    let response = request
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| {
+            fail(format!(
+                "the identity provider at {} did not answer ({})",
+                endpoint.origin().ascii_serialization(),
+                without_url(&e)
+            ))
+        })?;
+    let status = response.status();
+    let body = bounded_body(response).await.map_err(|e| fail(e.to_string()))?;
+    if status.is_success() {
+        return accepted(&body).map_err(|e| fail(e.to_string()));
+    }
+    Err(fail(refused(status, &body, presented)))
+}
+
+/// Why an answer of the token endpoint is of no use.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("the identity provider's answer is not a token response (RFC 8693 §2.2.1)")]
+    NotTokenResponse,
+    #[error("the identity provider issued a `{0}` token; only bearer tokens can be sent to the server")]
+    NotBearer(String),
+    #[error("the identity provider issued a token that is not an access token")]
+    NotAccessToken,
+    #[error("the identity provider issued an access token that cannot be sent in an Authorization header")]
+    NotHeaderSafe,
+    #[error("reading the identity provider's answer: {0}")]
+    Unread(&'static str),
+    #[error("the identity provider's answer is over {} KiB", MAX_RESPONSE_BYTES / 1024)]
+    TooLarge,
+}
+
+/// The issued token of a 2xx answer, if it is one to send as a bearer.
+fn accepted(body: &[u8]) -> Result<Granted, Unusable> {
+    let issued: Granted = serde_json::from_slice(body).map_err(|_| Unusable::NotTokenResponse)?;
+    if !issued.token_type.eq_ignore_ascii_case("bearer") {
+        let named = crate::trust::poison::clean(&issued.token_type).text.into_owned();
+        return Err(Unusable::NotBearer(crate::text::cut_chars(&named, 40).into_owned()));
+    }
+    if issued
+        .issued_token_type
+        .as_deref()
+        .is_some_and(|t| t != ACCESS_TOKEN_TYPE && t != JWT_TYPE)
+    {
+        return Err(Unusable::NotAccessToken);
+    }
+    let usable = !issued.access_token.is_empty()
+        && issued.access_token.len() <= MAX_TOKEN_BYTES
+        && issued.access_token.bytes().all(|b| b.is_ascii_graphic());
+    if !usable {
+        return Err(Unusable::NotHeaderSafe);
+    }
+    Ok(issued)
+}
+
+/// What a refusal means, naming what to change.
+fn refused(status: reqwest::StatusCode, body: &[u8], presented: &Presented) -> String {
+    let Ok(refusal) = serde_json::from_slice::<Refusal>(body) else {
+        return format!("the identity provider answered HTTP {status} without an OAuth error");
+    };
+    let meaning = match refusal.error.as_str() {
+        "invalid_client" => "it does not accept the gateway's client: check `oauth.clientId` and `oauth.clientSecret`",
+        "unauthorized_client" | "unsupported_grant_type" => {
+            "the gateway's client may not exchange tokens there: allow token exchange for `oauth.clientId` at the provider"
+        }
+        "invalid_target" => "it will not issue a token for this server: check `tokenExchange.audience` / `resource`",
+        "invalid_scope" => "it will not grant the scopes asked: check `oauth.scopes`",
+        "invalid_grant" => "it refused this caller's token (expired, revoked, or not exchangeable): sign in to your client again",
+        "invalid_request" => "it found the request malformed: check `tokenExchange` (subjectTokenType, audience, resource)",
+        _ => "it refused",
+    };
+    let description = refusal
+        .error_description
+        .as_deref()
+        .map(|d| format!(" — \"{}\"", quoted(d, presented)))
+        .unwrap_or_default();
+    format!(
+        "`{}` (HTTP {status}): {meaning}{description}",
+        quoted(&refusal.error, presented)
+    )
+}
+
+/// A text the provider chose, fit to quote: without the caller's token (a provider echoing the
+/// request), invisible characters or escapes, cut, and scrubbed of every known secret.
+fn quoted(text: &str, presented: &Presented) -> String {
+    let text = crate::secrets::replace_token(text, presented.token());
+    let cleaned = crate::trust::poison::clean(&text);
+    let flat: String = cleaned
+        .text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    crate::secrets::scrub(&crate::text::cut_chars(&flat, MAX_DESCRIPTION_CHARS)).into_owned()
+}
+
+/// The answer's body, at most [`MAX_RESPONSE_BYTES`].
+async fn bounded_body(mut response: reqwest::Response) -> Result<Vec<u8>, Unusable> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| Unusable::Unread(without_url(&e)))? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(Unusable::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// What went wrong with a request, without the URL reqwest would name (the endpoint is named
+/// once, as an origin).
+fn without_url(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        "timed out"
+    } else if error.is_connect() {
+        "cannot connect"
+    } else if error.is_redirect() {
+        "it redirected"
+    } else {
+        "the request failed"
+    }
+}
+
+/// `text` form-urlencoded (RFC 6749 §2.3.1 encodes the client id and secret before Basic).
+fn form_encode(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn presented() -> Presented {
+        Presented::new("eyJhbGciOiJSUzI1NiJ9.the-callers-own-token.sig", Some(2_000))
+    }
+
+    #[test]
+    fn an_exchanged_token_never_outlives_the_presented_one() {
+        assert_eq!(lifetime_end(1_000, Some(300), Some(2_000)), 1_300);
+        assert_eq!(lifetime_end(1_000, Some(3_600), Some(2_000)), 2_000);
+        assert_eq!(lifetime_end(1_000, None, None), 1_000 + UNSTATED_LIFETIME_SECS);
+        assert_eq!(lifetime_end(1_000, None, Some(1_100)), 1_100);
+    }
+
+    #[test]
+    fn only_a_bearer_access_token_that_fits_a_header_is_accepted() {
+        let ok = br#"{"access_token":"at-1","token_type":"Bearer","issued_token_type":"urn:ietf:params:oauth:token-type:access_token","expires_in":60}"#;
+        assert_eq!(accepted(ok).unwrap().access_token, "at-1");
+        for (body, says) in [
+            (&br#"{"access_token":"at-1","token_type":"N_A"}"#[..], "`N_A` token"),
+            (br#"{"access_token":"at-1","token_type":"Bearer","issued_token_type":"urn:ietf:params:oauth:token-type:id_token"}"#, "not an access token"),
+            (br#"{"access_token":"a b","token_type":"Bearer"}"#, "Authorization header"),
+            (br#"{"access_token":"","token_type":"Bearer"}"#, "Authorization header"),
+            (b"<html>", "not a token response"),
+        ] {
+            let error = accepted(body).err().unwrap().to_string();
+            assert!(error.contains(says), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_names_the_fix_and_quotes_the_provider_bounded_and_without_the_token() {
+        let status = reqwest::StatusCode::BAD_REQUEST;
+        let text = refused(status, br#"{"error":"invalid_client"}"#, &presented());
+        assert!(text.contains("`oauth.clientId`"), "{text}");
+        let echoing = serde_json::json!({
+            "error": "invalid_grant",
+            "error_description": format!("bad subject_token {} \u{1b}[2J\u{202e}<script>{}", presented().token(), "x".repeat(500)),
+        });
+        let text = refused(status, echoing.to_string().as_bytes(), &presented());
+        assert!(text.contains("sign in to your client again"), "{text}");
+        assert!(!text.contains("the-callers-own-token"), "{text}");
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{202e}'), "{text}");
+        assert!(text.chars().count() < 400, "{text}");
+        let text = refused(
+            reqwest::StatusCode::BAD_GATEWAY,
+            b"<html>proxy error</html>",
+            &presented(),
+        );
+        assert_eq!(
+            text,
+            "the identity provider answered HTTP 502 Bad Gateway without an OAuth error"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_exchanged_token_is_kept_per_presented_token_and_forgotten_only_if_still_the_same() {
+        let store = Store::memory();
+        let caller = Caller {
+            issuer: Some("https://id.example".into()),
+            subject: Some("alice".into()),
+            presented: Some(presented()),
+            ..Caller::default()
+        };
+        let key = kept_key(&store, &caller, "tickets", &presented());
+        assert!(
+            !key.contains("alice") && !key.contains("the-callers-own-token"),
+            "{key}"
+        );
+        let renewed = Caller {
+            presented: Some(Presented::new("another-token", Some(2_000))),
+            ..caller.clone()
+        };
+        assert_ne!(
+            key,
+            kept_key(&store, &renewed, "tickets", renewed.presented.as_ref().unwrap())
+        );
+        let later = now_secs() + 600;
+        let bytes = serde_json::to_vec(&Kept {
+            access_token: "exchanged-1".into(),
+            expires_at: later,
+        })
+        .unwrap();
+        store.set_sealed(&key, &bytes, None).await.unwrap();
+        assert_eq!(kept(&store, &key).await.unwrap().as_deref(), Some("exchanged-1"));
+        forget(&store, &caller, "tickets", "some-other-token").await;
+        assert_eq!(
+            kept(&store, &key).await.unwrap().as_deref(),
+            Some("exchanged-1"),
+            "not the refused one"
+        );
+        forget(&store, &caller, "tickets", "exchanged-1").await;
+        assert_eq!(kept(&store, &key).await.unwrap(), None);
+        // About to expire: not used.
+        let soon = serde_json::to_vec(&Kept {
+            access_token: "exchanged-2".into(),
+            expires_at: now_secs() + 2,
+        })
+        .unwrap();
+        store.set_sealed(&key, &soon, None).await.unwrap();
+        assert_eq!(kept(&store, &key).await.unwrap(), None);
+    }
+}
