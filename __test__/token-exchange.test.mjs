@@ -189,6 +189,18 @@ describe('token exchange: each caller reaches the per-user server with a token e
     assert.doesNotMatch(text, /\/connect\//, 'an exchange server never hands out a sign-in link');
   });
 
+  test('with the store down, calls still run: the token is exchanged without it', async () => {
+    const before = (await stats()).exchanges;
+    redis.kill('SIGKILL');
+    await exited(redis);
+    const dave = teamToken('dave');
+    const started = Date.now();
+    assert.equal(await ranAs(a.url, dave), 'signed-in user dave');
+    assert.equal(await ranAs(a.url, dave), 'signed-in user dave');
+    assert.ok(Date.now() - started < 20_000, 'no long wait on the missing store');
+    assert.equal((await stats()).exchanges, before + 2, 'nothing kept while the store is down: each call exchanges');
+  });
+
   test('no presented or exchanged token reaches either log', () => {
     for (const replica of [a, b]) {
       const log = replica.stderr();

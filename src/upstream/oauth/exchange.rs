@@ -64,15 +64,20 @@ pub(crate) async fn token(
         .as_ref()
         .ok_or_else(|| CredentialError::NothingToExchange(server.to_owned()))?;
     let key = kept_key(store, caller, server, presented);
-    if let Some(token) = kept(store, &key).await? {
+    if let Some(token) = kept(store, server, &key).await {
         return Ok(token);
     }
     // One exchange per presented token across replicas: whoever waited reads the one kept.
-    let lock = acquire(store, &format!("exchange:{}", key_digest(&key)))
-        .await
-        .map_err(|e| CredentialError::auth(server, &e))?;
-    let _held = Held(Some(lock));
-    if let Some(token) = kept(store, &key).await? {
+    // Without the lock (the store is down, or another replica's exchange hangs) this replica
+    // exchanges on its own: a second exchange costs less than a failed call.
+    let _held = match acquire(store, &format!("exchange:{}", key_digest(&key))).await {
+        Ok(lock) => Some(Held(Some(lock))),
+        Err(error) => {
+            tracing::debug!(%server, "exchanging without the store's lock: {}", super::auth_error_text(&error));
+            None
+        }
+    };
+    if let Some(token) = kept(store, server, &key).await {
         return Ok(token);
     }
     let issued = request(spec, exchange, presented).await?;
@@ -116,15 +121,23 @@ fn lifetime_end(now: u64, expires_in: Option<u64>, presented_expires_at: Option<
     presented_expires_at.map_or(own, |presented| own.min(presented))
 }
 
-/// The exchanged token kept under `key`, if it is not about to expire.
-async fn kept(store: &Store, key: &str) -> Result<Option<String>, CredentialError> {
-    let Some(bytes) = store.get_sealed(key).await? else {
-        return Ok(None);
+/// The exchanged token kept under `key`, if it is not about to expire (registered as a secret
+/// of `server` here too: another replica may have kept it). A store that cannot be read
+/// keeps nothing: the caller's token is exchanged again.
+async fn kept(store: &Store, server: &str, key: &str) -> Option<String> {
+    let bytes = match store.get_sealed(key).await {
+        Ok(bytes) => bytes?,
+        Err(error) => {
+            tracing::warn!(%server, "an exchanged token cannot be read from the store (exchanging again): {error}");
+            return None;
+        }
     };
-    let Ok(kept) = serde_json::from_slice::<Kept>(&bytes) else {
-        return Ok(None);
-    };
-    Ok((kept.expires_at.saturating_sub(now_secs()) > EXPIRY_MARGIN_SECS).then_some(kept.access_token))
+    let kept = serde_json::from_slice::<Kept>(&bytes).ok()?;
+    if kept.expires_at.saturating_sub(now_secs()) <= EXPIRY_MARGIN_SECS {
+        return None;
+    }
+    crate::secrets::register(server, [kept.access_token.clone()]);
+    Some(kept.access_token)
 }
 
 /// Where `caller`'s token exchanged from `presented` for `server` is kept: the server's name
@@ -429,15 +442,20 @@ mod tests {
         })
         .unwrap();
         store.set_sealed(&key, &bytes, None).await.unwrap();
-        assert_eq!(kept(&store, &key).await.unwrap().as_deref(), Some("exchanged-1"));
+        assert_eq!(kept(&store, "tickets", &key).await.as_deref(), Some("exchanged-1"));
+        assert_eq!(
+            crate::secrets::scrub("echoed exchanged-1"),
+            "echoed ***",
+            "a kept token read back is a secret on this replica too"
+        );
         forget(&store, &caller, "tickets", "some-other-token").await;
         assert_eq!(
-            kept(&store, &key).await.unwrap().as_deref(),
+            kept(&store, "tickets", &key).await.as_deref(),
             Some("exchanged-1"),
             "not the refused one"
         );
         forget(&store, &caller, "tickets", "exchanged-1").await;
-        assert_eq!(kept(&store, &key).await.unwrap(), None);
+        assert_eq!(kept(&store, "tickets", &key).await, None);
         // About to expire: not used.
         let soon = serde_json::to_vec(&Kept {
             access_token: "exchanged-2".into(),
@@ -445,6 +463,6 @@ mod tests {
         })
         .unwrap();
         store.set_sealed(&key, &soon, None).await.unwrap();
-        assert_eq!(kept(&store, &key).await.unwrap(), None);
+        assert_eq!(kept(&store, "tickets", &key).await, None);
     }
 }
