@@ -489,6 +489,12 @@ export interface TokenExchangeSpec {
   audience?: string | null
   /** `resource` of the request (RFC 8707); default the server's `url`. */
   resource?: string | null
+  /**
+   * Whose tokens are exchanged: the `issuer` of one of `discovery.http.auth.issuers` (the
+   * provider at `tokenEndpoint`). Needed when more than one issuer is trusted, so no
+   * caller's token is ever sent to a provider that did not issue it.
+   */
+  issuer?: string | null
   /** What the caller's token is to the provider: `accessToken` (the default) or `jwt`. */
   subjectTokenType?: SubjectTokenType
 }

@@ -496,6 +496,11 @@ pub struct TokenExchangeSpec {
     /// `resource` of the request (RFC 8707); default the server's `url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Whose tokens are exchanged: the `issuer` of one of `discovery.http.auth.issuers` (the
+    /// provider at `tokenEndpoint`). Needed when more than one issuer is trusted, so no
+    /// caller's token is ever sent to a provider that did not issue it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
     /// What the caller's token is to the provider: `accessToken` (the default) or `jwt`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub subject_token_type: SubjectTokenType,
@@ -1213,6 +1218,25 @@ fn check_token_exchange(oauth: &OAuthSpec, exchange: &TokenExchangeSpec, at: &st
     Ok(())
 }
 
+/// `tokenExchange.issuer`: one of the trusted issuers, and named whenever there is a choice,
+/// so a caller's token goes only to the provider that issued it.
+fn check_exchange_issuer(exchange: &TokenExchangeSpec, issuers: &[&str], at: &str) -> Result<(), (String, String)> {
+    match &exchange.issuer {
+        Some(issuer) if !issuers.contains(&issuer.trim()) => Err((
+            at.to_owned(),
+            format!(
+                "`{issuer}` is not one of `discovery.http.auth.issuers` ({}): name the issuer whose tokens the provider at `tokenEndpoint` exchanges",
+                issuers.join(", ")
+            ),
+        )),
+        None if issuers.len() > 1 => Err((
+            at.to_owned(),
+            "several issuers are trusted: name the one whose tokens the provider at `tokenEndpoint` exchanges, so no other issuer's token is sent there".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Why a URL is not an endpoint a credential may be sent to.
 #[derive(Debug, thiserror::Error)]
 pub enum InsecureEndpoint {
@@ -1275,6 +1299,15 @@ fn check_per_user_servers(section: &DiscoverySection) -> Result<(), (String, Str
                 format!("{at}.oauth.perUser"),
                 "per-user credentials need callers the gateway knows: configure `discovery.http.auth.issuers` (team sign-in) and serve with `serve --http`, or remove `perUser`".into(),
             ));
+        }
+        if let Some(exchange) = server.token_exchange() {
+            let issuers: Vec<&str> = section
+                .http
+                .auth
+                .iter()
+                .flat_map(|auth| auth.issuers.iter().map(|i| i.issuer.trim()))
+                .collect();
+            check_exchange_issuer(exchange, &issuers, &format!("{at}.oauth.tokenExchange.issuer"))?;
         }
     }
     Ok(())
@@ -1629,6 +1662,32 @@ mod tests {
             let error = with(oauth).unwrap_err().to_string();
             assert!(error.contains(says), "{error}\n  wanted: {says}");
         }
+        // With two trusted issuers, the one exchanged must be named, and be one of them.
+        let two = json!({ "auth": { "issuers": [
+            { "issuer": "https://id.example", "jwksUri": "https://id.example/jwks" },
+            { "issuer": "https://partner.example", "jwksUri": "https://partner.example/jwks" } ] } });
+        let with_issuer = |issuer: Value| {
+            let mut exchange = json!({ "tokenEndpoint": "https://id.example/token" });
+            if !issuer.is_null() {
+                exchange["issuer"] = issuer;
+            }
+            Config::from_value(
+                json!({ "discovery": { "http": two, "servers": [{ "name": "gh", "connection": { "type": "http", "url": "https://h/mcp",
+                    "oauth": { "perUser": true, "clientId": "g", "tokenExchange": exchange } } }] } }),
+                "x",
+            )
+        };
+        let error = with_issuer(Value::Null).unwrap_err().to_string();
+        assert!(
+            error.contains("tokenExchange.issuer: several issuers are trusted"),
+            "{error}"
+        );
+        let error = with_issuer(json!("https://elsewhere.example")).unwrap_err().to_string();
+        assert!(
+            error.contains("`https://elsewhere.example` is not one of `discovery.http.auth.issuers`"),
+            "{error}"
+        );
+        assert!(with_issuer(json!("https://partner.example")).is_ok());
     }
 
     /// Every validation message, exactly as a user reads it: file, path inside it, the fix.

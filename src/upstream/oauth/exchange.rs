@@ -63,6 +63,15 @@ pub(crate) async fn token(
         .presented
         .as_ref()
         .ok_or_else(|| CredentialError::NothingToExchange(server.to_owned()))?;
+    // Never send a token to a provider that did not issue it.
+    if let Some(issuer) = &exchange.issuer {
+        if caller.issuer.as_deref() != Some(issuer.trim()) {
+            return Err(CredentialError::OtherIssuer {
+                server: server.to_owned(),
+                issuer: issuer.trim().to_owned(),
+            });
+        }
+    }
     let key = kept_key(store, caller, server, presented);
     if let Some(token) = kept(store, server, &key).await {
         return Ok(token);
@@ -410,6 +419,37 @@ mod tests {
         assert_eq!(
             text,
             "the identity provider answered HTTP 502 Bad Gateway without an OAuth error"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_token_of_another_issuer_is_never_sent_to_the_provider() {
+        let spec: ServerSpec = serde_json::from_value(serde_json::json!({
+            "name": "tickets", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": {
+                "perUser": true, "clientId": "g",
+                "tokenExchange": { "tokenEndpoint": "http://127.0.0.1:9/token", "issuer": "https://id.example" } } }
+        }))
+        .unwrap();
+        let exchange = spec.token_exchange().unwrap().clone();
+        let partner = Caller {
+            issuer: Some("https://partner.example".into()),
+            subject: Some("eve".into()),
+            presented: Some(presented()),
+            ..Caller::default()
+        };
+        let refused = token(&Store::memory(), &spec, &exchange, &partner).await;
+        assert!(
+            matches!(refused, Err(CredentialError::OtherIssuer { .. })),
+            "{refused:?}"
+        );
+        let unpresented = Caller {
+            presented: None,
+            ..partner
+        };
+        let refused = token(&Store::memory(), &spec, &exchange, &unpresented).await;
+        assert!(
+            matches!(refused, Err(CredentialError::NothingToExchange(_))),
+            "{refused:?}"
         );
     }
 

@@ -68,6 +68,8 @@ pub enum CredentialError {
     NotPerUser(String),
     #[error("{0} trades each caller's token from the team's identity provider for theirs (token exchange), and this caller presented none: sign in to the gateway with a token from one of `discovery.http.auth.issuers`")]
     NothingToExchange(String),
+    #[error("{server} exchanges tokens of `{issuer}` only, and this caller signed in with another issuer's: use a token from `{issuer}`")]
+    OtherIssuer { server: String, issuer: String },
     #[error("the identity provider did not exchange the caller's token for one of {server}: {reason}")]
     Exchange { server: String, reason: String },
 }
