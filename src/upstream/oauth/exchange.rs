@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::per_user::{acquire, now_secs, CredentialError, Held};
+use super::lock::{acquire, now_secs, Held};
 use super::Settings;
 use crate::caller::{Caller, Presented};
 use crate::config::{expand, ServerSpec, TokenExchangeSpec};
@@ -43,6 +43,17 @@ const UNSTATED_LIFETIME_SECS: u64 = 5 * 60;
 /// How much of the provider's `error_description` is quoted.
 const MAX_DESCRIPTION_CHARS: usize = 200;
 
+/// Why a caller's token was not exchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    #[error("{0} trades each caller's token from the team's identity provider for theirs (token exchange), and this caller presented none: sign in to the gateway with a token from one of `discovery.http.auth.issuers`")]
+    NothingToExchange(String),
+    #[error("{server} exchanges tokens of `{issuer}` only, and this caller signed in with another issuer's: use a token from `{issuer}`")]
+    OtherIssuer { server: String, issuer: String },
+    #[error("the identity provider did not exchange the caller's token for one of {server}: {reason}")]
+    Refused { server: String, reason: String },
+}
+
 /// An exchanged token as kept in the store.
 #[derive(Serialize, Deserialize)]
 struct Kept {
@@ -57,16 +68,16 @@ pub(crate) async fn token(
     spec: &ServerSpec,
     exchange: &TokenExchangeSpec,
     caller: &Caller,
-) -> Result<String, CredentialError> {
+) -> Result<String, ExchangeError> {
     let server = spec.name.as_str();
     let presented = caller
         .presented
         .as_ref()
-        .ok_or_else(|| CredentialError::NothingToExchange(server.to_owned()))?;
+        .ok_or_else(|| ExchangeError::NothingToExchange(server.to_owned()))?;
     // Never send a token to a provider that did not issue it.
     if let Some(issuer) = &exchange.issuer {
         if caller.issuer.as_deref() != Some(issuer.trim()) {
-            return Err(CredentialError::OtherIssuer {
+            return Err(ExchangeError::OtherIssuer {
                 server: server.to_owned(),
                 issuer: issuer.trim().to_owned(),
             });
@@ -186,8 +197,8 @@ async fn request(
     spec: &ServerSpec,
     exchange: &TokenExchangeSpec,
     presented: &Presented,
-) -> Result<Granted, CredentialError> {
-    let fail = |reason: String| CredentialError::Exchange {
+) -> Result<Granted, ExchangeError> {
+    let fail = |reason: String| ExchangeError::Refused {
         server: spec.name.clone(),
         reason,
     };
@@ -438,17 +449,14 @@ mod tests {
             ..Caller::default()
         };
         let refused = token(&Store::memory(), &spec, &exchange, &partner).await;
-        assert!(
-            matches!(refused, Err(CredentialError::OtherIssuer { .. })),
-            "{refused:?}"
-        );
+        assert!(matches!(refused, Err(ExchangeError::OtherIssuer { .. })), "{refused:?}");
         let unpresented = Caller {
             presented: None,
             ..partner
         };
         let refused = token(&Store::memory(), &spec, &exchange, &unpresented).await;
         assert!(
-            matches!(refused, Err(CredentialError::NothingToExchange(_))),
+            matches!(refused, Err(ExchangeError::NothingToExchange(_))),
             "{refused:?}"
         );
     }

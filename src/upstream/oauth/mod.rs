@@ -32,6 +32,7 @@
 mod browser;
 mod exchange;
 pub(crate) mod keychain;
+mod lock;
 pub(crate) mod per_user;
 mod store;
 

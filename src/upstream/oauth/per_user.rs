@@ -24,7 +24,7 @@
 //! token together and concurrent calls refresh once. Tokens register as secrets of their server when
 //! read or written: no log, audit line or answer shows them.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use reqwest::Url;
 use rmcp::transport::auth::{
@@ -33,6 +33,7 @@ use rmcp::transport::auth::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::lock::{acquire, now_secs, store_failed, Held};
 use super::{auth_error_text, browser, register_secrets, Settings, CLIENT_NAME};
 use crate::caller::Caller;
 use crate::config::ServerSpec;
@@ -43,10 +44,6 @@ pub(crate) const FLOW_TTL: Duration = Duration::from_secs(10 * 60);
 /// A token this close to its expiry is refreshed before use (at most half its lifetime, at
 /// least a second: rmcp's own rule, so a token found due here is refreshed there).
 const REFRESH_AHEAD_SECS: u64 = 30;
-/// How long a refresh holds its lock at most (a replica that dies frees it then).
-const REFRESH_LOCK_TTL: Duration = Duration::from_secs(30);
-/// How long a refresh waits for another replica's refresh of the same token.
-const REFRESH_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a per-user credential could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -66,16 +63,12 @@ pub enum CredentialError {
     Auth { server: String, reason: String },
     #[error("{0} is not a per-user server of this gateway")]
     NotPerUser(String),
-    #[error("{0} trades each caller's token from the team's identity provider for theirs (token exchange), and this caller presented none: sign in to the gateway with a token from one of `discovery.http.auth.issuers`")]
-    NothingToExchange(String),
-    #[error("{server} exchanges tokens of `{issuer}` only, and this caller signed in with another issuer's: use a token from `{issuer}`")]
-    OtherIssuer { server: String, issuer: String },
-    #[error("the identity provider did not exchange the caller's token for one of {server}: {reason}")]
-    Exchange { server: String, reason: String },
+    #[error(transparent)]
+    Exchange(#[from] super::exchange::ExchangeError),
 }
 
 impl CredentialError {
-    pub(super) fn auth(server: &str, error: &AuthError) -> Self {
+    fn auth(server: &str, error: &AuthError) -> Self {
         Self::Auth {
             server: server.to_owned(),
             reason: auth_error_text(error),
@@ -97,13 +90,6 @@ fn digest_hex(bytes: &[u8]) -> String {
 }
 
 use crate::hash::{hex, random_hex};
-
-pub(super) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs()
-}
 
 /// One caller's tokens for one server, in the store (rmcp's credential store).
 #[derive(Clone)]
@@ -129,31 +115,6 @@ impl StoreCredentials {
     async fn refresh_lock(&self) -> Result<Lock, AuthError> {
         acquire(&self.store, &format!("refresh:{}", digest_hex(self.key.as_bytes()))).await
     }
-}
-
-/// The store lock `name`, waiting up to [`REFRESH_LOCK_WAIT`] for another replica holding it
-/// (one refresh, or one exchange, of one token at a time).
-pub(super) async fn acquire(store: &Store, name: &str) -> Result<Lock, AuthError> {
-    let deadline = tokio::time::Instant::now() + REFRESH_LOCK_WAIT;
-    loop {
-        match store.lock(name, REFRESH_LOCK_TTL).await {
-            Ok(Some(lock)) => return Ok(lock),
-            Ok(None) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Ok(None) => {
-                return Err(AuthError::CredentialStoreError(format!(
-                    "another replica has been getting this token for over {} s",
-                    REFRESH_LOCK_WAIT.as_secs()
-                )))
-            }
-            Err(error) => return Err(store_failed(&error)),
-        }
-    }
-}
-
-fn store_failed(error: &StoreError) -> AuthError {
-    AuthError::CredentialStoreError(error.to_string())
 }
 
 #[async_trait::async_trait]
@@ -189,21 +150,6 @@ impl CredentialStore for StoreCredentials {
         }
         let lock = self.refresh_lock().await?;
         Ok(Some(CredentialRefreshGuard::new(Held(Some(lock)))))
-    }
-}
-
-/// A refresh lock held until dropped (released in the background: a guard drops in sync code).
-pub(super) struct Held(pub(super) Option<Lock>);
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if let (Some(lock), Ok(runtime)) = (self.0.take(), tokio::runtime::Handle::try_current()) {
-            runtime.spawn(async move {
-                if let Err(error) = lock.release().await {
-                    tracing::debug!(%error, "a refresh lock is left to expire");
-                }
-            });
-        }
     }
 }
 
@@ -370,7 +316,7 @@ pub(crate) async fn token(
         });
     }
     if let Some(exchange) = spec.token_exchange() {
-        return super::exchange::token(store, spec, exchange, caller).await.map(Some);
+        return Ok(Some(super::exchange::token(store, spec, exchange, caller).await?));
     }
     let credentials = StoreCredentials::new(store, caller, &spec.name);
     let stored = credentials
