@@ -168,3 +168,28 @@ test('tool pins are the team\'s: the first replica to see a tool pins it, and tr
   // The first replica's server still says the old version: to the team it now differs from what was trusted.
   await until(async () => (await tool(first.url, 'list_tools', { server: 'tools' })).includes('changed'), 20_000, 'the first replica follows the trust');
 });
+
+test('a reload naming another store or other HTTP settings says they apply at the next start, and applies the rest', async (t) => {
+  const { writeFileSync } = await import('node:fs');
+  const config = writeConfig({ discovery: { servers: [] } });
+  const replica = await listening(
+    spawn(process.execPath, [bin, 'serve', '--http', '127.0.0.1:0', '--config', config], { env: isolatedEnv(), stdio: ['ignore', 'ignore', 'pipe'] }),
+  );
+  t.after(() => replica.child.kill());
+  await until(async () => /watching the config/.test(replica.stderr()), 10_000, 'watching');
+  writeFileSync(
+    config,
+    JSON.stringify({
+      discovery: {
+        servers: [memory()],
+        store: { url: `redis://127.0.0.1:${await freePort()}` },
+        http: { allowedHosts: ['gateway.example.test'] },
+      },
+    }),
+  );
+  await until(async () => /config reloaded/.test(replica.stderr()), 15_000, 'reloaded');
+  const log = replica.stderr();
+  assert.match(log, /discovery\.store changed: the new store is used after a restart/);
+  assert.match(log, /discovery\.http changed: `serve --http` applies it at its next start/);
+  assert.match(log, /config reloaded .*added=1 \(memory\)/);
+});

@@ -115,6 +115,10 @@ impl State {
             &changes.kept,
         );
         self.shared.check_reload(&config.discovery.store);
+        if config.discovery.http != self.config.discovery.http {
+            // The HTTP face's listener, hosts and authentication are set up once, at start.
+            tracing::warn!("discovery.http changed: `serve --http` applies it at its next start (restart it)");
+        }
         let next = Self::assemble(
             config,
             upstream,
