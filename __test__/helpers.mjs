@@ -335,6 +335,26 @@ export function signedJwt(key, claims) {
   return `${signed}.${sign('sha256', Buffer.from(signed), key.privateKey).toString('base64url')}`;
 }
 
+/**
+ * Resolves with the match once `child` printed `pattern` on `stream` ('stdout' or 'stderr');
+ * rejects with what it printed when it exits first or says nothing within 15 s.
+ */
+export function printedMatch(child, stream, pattern) {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(() => reject(new Error(`not started: ${output}`)), 15_000);
+    child[stream].on('data', (chunk) => {
+      output += chunk;
+      const found = pattern.exec(output);
+      if (found) {
+        clearTimeout(timer);
+        resolve(found);
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code}: ${output}`)));
+  });
+}
+
 /** A free loopback port right now (for a server the test starts on it). */
 export function freePort() {
   return new Promise((resolve, reject) => {

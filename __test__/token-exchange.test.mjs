@@ -11,28 +11,12 @@ import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { answerOf, bin, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
+import { startRedis } from './cluster.mjs';
+import { answerOf, bin, exited, isolatedEnv, listening, printedMatch, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
 
 const ISSUER = 'https://id.exchange.test';
 const AUDIENCE = 'anygpt-exchange-test';
 const SECRET = `gateway-secret-${randomBytes(12).toString('hex')}`;
-
-/** A child process that printed `pattern` on `stream`, or a rejection with what it printed. */
-function started(child, stream, pattern) {
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`not started: ${output}`)), 15_000);
-    child[stream].on('data', (chunk) => {
-      output += chunk;
-      const found = pattern.exec(output);
-      if (found) {
-        clearTimeout(timer);
-        resolve(found);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${output}`)));
-  });
-}
 
 describe('token exchange: each caller reaches the per-user server with a token exchanged from their own', () => {
   const dir = tempDir('anygpt-exchange-');
@@ -67,11 +51,7 @@ describe('token exchange: each caller reaches the per-user server with a token e
   }
 
   before(async () => {
-    const redisPort = await freePort();
-    redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: ['ignore', 'pipe', 'ignore'],
-    });
-    await started(redis, 'stdout', /Ready to accept connections/);
+    redis = await startRedis();
     fixture = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
       env: {
         ...process.env,
@@ -82,7 +62,7 @@ describe('token exchange: each caller reaches the per-user server with a token e
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const [, port] = await started(fixture, 'stdout', /listening (\d+)/);
+    const [, port] = await printedMatch(fixture, 'stdout', /listening (\d+)/);
     fixtureBase = `http://127.0.0.1:${port}`;
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
@@ -100,7 +80,7 @@ describe('token exchange: each caller reaches the per-user server with a token e
             },
           ],
           http: { auth: { issuers: [{ issuer: ISSUER, jwksFile: jwks, audience: AUDIENCE }] } },
-          store: { url: `redis://127.0.0.1:${redisPort}`, key: randomBytes(32).toString('base64') },
+          store: { url: redis.url, key: randomBytes(32).toString('base64') },
         },
       },
       dir,
@@ -119,9 +99,8 @@ describe('token exchange: each caller reaches the per-user server with a token e
     for (const child of [a?.child, b?.child]) child?.kill('SIGTERM');
     await Promise.all([a?.exit, b?.exit]);
     fixture?.kill('SIGTERM');
-    redis?.kill('SIGTERM');
     if (fixture) await exited(fixture);
-    if (redis) await exited(redis);
+    await redis?.stop();
   });
 
   test('each caller runs as themselves at once, with no sign-in link, exchanged once per token across replicas', async () => {
@@ -191,8 +170,7 @@ describe('token exchange: each caller reaches the per-user server with a token e
 
   test('with the store down, calls still run: the token is exchanged without it', async () => {
     const before = (await stats()).exchanges;
-    redis.kill('SIGKILL');
-    await exited(redis);
+    await redis.stop();
     const dave = teamToken('dave');
     const started = Date.now();
     assert.equal(await ranAs(a.url, dave), 'signed-in user dave');
