@@ -272,6 +272,14 @@ fn state_key(store: &Store, state: &str) -> String {
     store.key(&["connect", "state", &digest_hex(state.as_bytes())])
 }
 
+/// Where the link last given to `caller` for `server` is named while it is young (half of
+/// [`FLOW_TTL`]): their calls meanwhile get that link again instead of a new state each, so a
+/// caller calling in a loop keeps one or two states in the store, not one per call.
+fn pending_key(store: &Store, caller: &Caller, server: &str) -> String {
+    let whole = serde_json::json!([caller.issuer, caller.subject, server]).to_string();
+    store.key(&["connect", "pending", &digest_hex(whole.as_bytes())])
+}
+
 fn flow_key(store: &Store, csrf: &str) -> String {
     store.key(&["connect", "flow", &digest_hex(csrf.as_bytes())])
 }
@@ -460,12 +468,24 @@ async fn manager_for(spec: &ServerSpec) -> Result<AuthorizationManager, AuthErro
     Ok(manager)
 }
 
-/// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`].
+/// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`]: the one given
+/// them last while it is young and unopened, else a new one.
 pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Result<String, CredentialError> {
     if caller.is_local() {
         return Err(CredentialError::NoCaller {
             server: server.to_owned(),
         });
+    }
+    let pending = pending_key(store, caller, server);
+    if let Some(state) = store
+        .get_sealed(&pending)
+        .await?
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+    {
+        // Unless it was opened meanwhile (`authorize` takes it).
+        if store.get(&state_key(store, &state)).await?.is_some() {
+            return Ok(state);
+        }
     }
     let state = random_hex(32);
     let bound = Bound {
@@ -476,6 +496,9 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
     let bytes = serde_json::to_vec(&bound).expect("a bound state serializes");
     store
         .set_sealed(&state_key(store, &state), &bytes, Some(FLOW_TTL))
+        .await?;
+    store
+        .set_sealed(&pending, state.as_bytes(), Some(FLOW_TTL / 2))
         .await?;
     Ok(state)
 }
@@ -706,7 +729,8 @@ mod tests {
         let alice = caller("https://id.example", "alice");
         let state = begin(&store, "gh", &alice).await.unwrap();
         assert_eq!(state.len(), 64);
-        assert_ne!(state, begin(&store, "gh", &alice).await.unwrap(), "random per link");
+        let bob = begin(&store, "gh", &caller("https://id.example", "bob")).await.unwrap();
+        assert_ne!(state, bob, "random per caller");
         let spec: ServerSpec = serde_json::from_value(serde_json::json!({
             "name": "jira", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true } }
         }))
@@ -722,6 +746,24 @@ mod tests {
             begin(&store, "gh", &Caller::local()).await,
             Err(CredentialError::NoCaller { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_caller_calling_again_gets_the_same_unopened_link_not_a_new_state_each_time() {
+        let store = Store::memory();
+        let alice = caller("https://id.example", "alice");
+        let first = begin(&store, "gh", &alice).await.unwrap();
+        // A client (or a model) calling in a loop before anyone opens the link: one state in
+        // the store, not one per call.
+        for _ in 0..100 {
+            assert_eq!(begin(&store, "gh", &alice).await.unwrap(), first);
+        }
+        assert_ne!(begin(&store, "jira", &alice).await.unwrap(), first, "per server");
+        // Opened (taken): the next call gets a new link, and that one is reused in turn.
+        store.take(&state_key(&store, &first)).await.unwrap();
+        let second = begin(&store, "gh", &alice).await.unwrap();
+        assert_ne!(second, first);
+        assert_eq!(begin(&store, "gh", &alice).await.unwrap(), second);
     }
 
     #[tokio::test]
