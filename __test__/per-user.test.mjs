@@ -228,6 +228,23 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(noFlow.status, 400);
   });
 
+  test("an authorization server's refusal shows its error code only: a description anyone holding a state can write never reaches the gateway's page", async () => {
+    const frank = accessToken(key, 'frank');
+    const { request } = question(await whoami(a.url, frank));
+    const link = new URL(request.params.url);
+    const toAuthorize = await fetch(new URL(link.pathname + link.search, b.base), { redirect: 'manual' });
+    assert.equal(toAuthorize.status, 302);
+    const csrf = new URL(toAuthorize.headers.get('location')).searchParams.get('state');
+    const callback = new URL('/connect/callback', a.base);
+    callback.searchParams.set('state', csrf);
+    callback.searchParams.set('error', 'access_denied');
+    callback.searchParams.set('error_description', 'Your session expired: sign in again at https://evil.example/login');
+    const refused = await fetch(callback);
+    const text = await refused.text();
+    assert.match(text, /Signing in to team-gh was refused \(access_denied\)/);
+    assert.doesNotMatch(text, /evil\.example|session expired/);
+  });
+
   test('an older client on a session is asked with elicitation/create in URL mode, and its call runs once it accepted', async () => {
     const dave = accessToken(key, 'dave');
     const client = new Client({ name: 'per-user-legacy', version: '0.0.0' }, { capabilities: { elicitation: { url: {} } } });
