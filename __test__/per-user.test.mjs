@@ -301,6 +301,17 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(stats.refused, 0, 'no refresh token was spent twice');
   });
 
+  test('a refresh token the authorization server refused is dropped: the next calls ask to sign in without sending it again', async () => {
+    // Alice holds a 3 s token for `short` (the test above): past its expiry, with its refresh
+    // token revoked, the first call's refresh is refused.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
+    await fetch(`${shortBase}/admin/revoke`);
+    const refusedBefore = (await (await fetch(`${shortBase}/admin/stats`)).json()).refused;
+    for (const replica of [a, b, a]) question(await whoami(replica.url, alice, {}, 'short'));
+    const stats = await (await fetch(`${shortBase}/admin/stats`)).json();
+    assert.equal(stats.refused - refusedBefore, 1, `the dead refresh token was sent once, not at every call: ${JSON.stringify(stats)}`);
+  });
+
   test('a token the server revoked before its expiry is dropped: the next call asks to sign in again, then runs', async () => {
     assert.equal((await whoami(a.url, alice)).result?.content?.[0]?.text, 'signed-in user alice');
     await fetch(`${fixtureBase}/admin/revoke`);

@@ -169,6 +169,20 @@ impl CredentialStore for StoreCredentials {
         self.store.delete(&self.key).await.map_err(|e| store_failed(&e))
     }
 
+    /// The authorization server refused the refresh token (`invalid_grant`): the credentials
+    /// are dropped, so the caller's next call asks them to sign in at once instead of spending
+    /// a discovery and a refresh on the dead token at every call (and every poll of a call
+    /// waiting for the sign-in). Called under the refresh lock; only if they are still these.
+    async fn on_refresh_token_rejected(&self, credentials: &StoredCredentials) -> Result<(), AuthError> {
+        let stored = self.load().await?;
+        let same = |c: &StoredCredentials| serde_json::to_value(c).ok();
+        if stored.as_ref().and_then(same).is_some_and(|s| Some(s) == same(credentials)) {
+            tracing::info!(server = %self.server, "the refresh token was refused: the caller signs in again");
+            self.clear().await?;
+        }
+        Ok(())
+    }
+
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
         if self.locked {
             return Ok(None);
