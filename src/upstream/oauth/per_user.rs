@@ -66,10 +66,12 @@ pub enum CredentialError {
 }
 
 impl CredentialError {
+    /// Bounded: an authorization server's error text (its `error_description`, up to rmcp's
+    /// 1 MiB body) reaches the model, a browser page and the log through this.
     fn auth(server: &str, error: &AuthError) -> Self {
         Self::Auth {
             server: server.to_owned(),
-            reason: auth_error_text(error),
+            reason: crate::upstream::error::clip(&auth_error_text(error)),
         }
     }
 }
@@ -778,6 +780,18 @@ mod tests {
         let second = begin(&store, "gh", &alice).await.unwrap();
         assert_ne!(second, first);
         assert_eq!(begin(&store, "gh", &alice).await.unwrap(), second);
+    }
+
+    #[test]
+    fn an_authorization_servers_error_text_is_bounded() {
+        let huge = AuthError::TokenRefreshFailed(format!("invalid_request: {}", "x".repeat(1024 * 1024)));
+        let shown = CredentialError::auth("gh", &huge).to_string();
+        assert!(
+            shown.len() < crate::upstream::error::MAX_TEXT_BYTES + 100,
+            "{} bytes",
+            shown.len()
+        );
+        assert!(shown.starts_with("signing in to gh: ") && shown.ends_with("more bytes cut]"));
     }
 
     #[tokio::test]
