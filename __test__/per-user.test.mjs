@@ -64,14 +64,23 @@ function question(answer) {
  * the redirect back to the gateway's callback. The last page's status and text.
  */
 async function signInWithBrowser(link, base, user) {
+  return finishInBrowser(await openLink(link, base), base, user);
+}
+
+/** A sign-in link opened on `base`: the authorization address it sends the browser to. */
+async function openLink(link, base) {
   const start = new URL(link);
-  const onReplica = new URL(start.pathname + start.search, base);
-  const toAuthorize = await fetch(onReplica, { redirect: 'manual' });
+  const toAuthorize = await fetch(new URL(start.pathname + start.search, base), { redirect: 'manual' });
   assert.equal(toAuthorize.status, 302, await toAuthorize.text());
-  const login = await fetch(toAuthorize.headers.get('location'));
+  return toAuthorize.headers.get('location');
+}
+
+/** The rest of {@link signInWithBrowser}, from the authorization address `authorize`. */
+async function finishInBrowser(authorize, base, user) {
+  const login = await fetch(authorize);
   const form = await login.text();
   assert.match(form, /<form method="get" action="\/authorize\/approve">/);
-  const approve = new URL('/authorize/approve', toAuthorize.headers.get('location'));
+  const approve = new URL('/authorize/approve', authorize);
   for (const [, name, value] of form.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) {
     approve.searchParams.set(name, value.replace(/&#(\d+);/g, (_, c) => String.fromCharCode(Number(c))));
   }
@@ -310,6 +319,29 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     for (const replica of [a, b, a]) question(await whoami(replica.url, alice, {}, 'short'));
     const stats = await (await fetch(`${shortBase}/admin/stats`)).json();
     assert.equal(stats.refused - refusedBefore, 1, `the dead refresh token was sent once, not at every call: ${JSON.stringify(stats)}`);
+  });
+
+  test('a sign-in that finishes while a refresh of the previous token is under way is the one kept', async () => {
+    const gina = accessToken(key, 'gina');
+    // Two links: the first opened (its state spent, so the next call gets a new one) and
+    // finished as `gina`; the second opened now and finished later as `gina-work`.
+    const first = question(await whoami(a.url, gina, {}, 'short')).request.params.url;
+    const firstAuthorize = await openLink(first, b.base);
+    const second = question(await whoami(a.url, gina, {}, 'short')).request.params.url;
+    assert.notEqual(second, first);
+    assert.equal((await finishInBrowser(firstAuthorize, b.base, 'gina')).status, 200);
+    assert.equal((await whoami(a.url, gina, {}, 'short')).result?.content?.[0]?.text, 'signed-in user gina');
+    const secondAuthorize = await openLink(second, b.base);
+    // Past the 3 s expiry, a call refreshes gina's token; the authorization server takes 1.5 s
+    // to answer, and meanwhile she finishes signing in with her other account.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
+    await fetch(`${shortBase}/admin/slow-refresh?ms=1500`);
+    const refreshing = whoami(a.url, gina, {}, 'short');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await finishInBrowser(secondAuthorize, b.base, 'gina-work')).status, 200);
+    await refreshing;
+    const now = await whoami(b.url, gina, {}, 'short');
+    assert.equal(now.result?.content?.[0]?.text, 'signed-in user gina-work', JSON.stringify(now));
   });
 
   test('a token the server revoked before its expiry is dropped: the next call asks to sign in again, then runs', async () => {

@@ -686,7 +686,11 @@ pub(crate) async fn exchange(
     }
     manager.configure_client(config).map_err(|e| fail(&e))?;
     manager.set_state_store(StoreStates(store.clone()));
-    manager.set_credential_store(StoreCredentials::new(store, &flow.bound.caller(), server));
+    let credentials = StoreCredentials::new(store, &flow.bound.caller(), server);
+    // Kept under the refresh lock: a refresh of the caller's previous token under way (on any
+    // replica) would otherwise save it over the sign-in that replaces it.
+    let _held = Held(Some(credentials.refresh_lock().await.map_err(|e| fail(&e))?));
+    manager.set_credential_store(credentials);
     manager
         .exchange_code_for_token_with_issuer(code, csrf, issuer)
         .await
