@@ -176,7 +176,9 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
 fn oauth_error_code(error: &str) -> Option<&str> {
     (!error.is_empty()
         && error.len() <= 64
-        && error.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+        && error
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
     .then_some(error)
 }
 
@@ -232,7 +234,10 @@ mod tests {
     #[test]
     fn only_an_error_code_of_an_authorization_answer_reaches_its_page() {
         assert_eq!(oauth_error_code("access_denied"), Some("access_denied"));
-        assert_eq!(oauth_error_code("Your session expired: sign in at https://evil.example"), None);
+        assert_eq!(
+            oauth_error_code("Your session expired: sign in at https://evil.example"),
+            None
+        );
         assert_eq!(oauth_error_code(&"a".repeat(65)), None);
         assert_eq!(oauth_error_code(""), None);
     }

@@ -178,7 +178,11 @@ impl CredentialStore for StoreCredentials {
     async fn on_refresh_token_rejected(&self, credentials: &StoredCredentials) -> Result<(), AuthError> {
         let stored = self.load().await?;
         let same = |c: &StoredCredentials| serde_json::to_value(c).ok();
-        if stored.as_ref().and_then(same).is_some_and(|s| Some(s) == same(credentials)) {
+        if stored
+            .as_ref()
+            .and_then(same)
+            .is_some_and(|s| Some(s) == same(credentials))
+        {
             tracing::info!(server = %self.server, "the refresh token was refused: the caller signs in again");
             self.clear().await?;
         }
@@ -513,9 +517,7 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
     store
         .set_sealed(&state_key(store, &state), &bytes, Some(FLOW_TTL))
         .await?;
-    store
-        .set_sealed(&pending, state.as_bytes(), Some(FLOW_TTL / 2))
-        .await?;
+    store.set_sealed(&pending, state.as_bytes(), Some(FLOW_TTL / 2)).await?;
     Ok(state)
 }
 
