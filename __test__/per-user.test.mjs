@@ -64,14 +64,23 @@ function question(answer) {
  * the redirect back to the gateway's callback. The last page's status and text.
  */
 async function signInWithBrowser(link, base, user) {
+  return finishInBrowser(await openLink(link, base), base, user);
+}
+
+/** A sign-in link opened on `base`: the authorization address it sends the browser to. */
+async function openLink(link, base) {
   const start = new URL(link);
-  const onReplica = new URL(start.pathname + start.search, base);
-  const toAuthorize = await fetch(onReplica, { redirect: 'manual' });
+  const toAuthorize = await fetch(new URL(start.pathname + start.search, base), { redirect: 'manual' });
   assert.equal(toAuthorize.status, 302, await toAuthorize.text());
-  const login = await fetch(toAuthorize.headers.get('location'));
+  return toAuthorize.headers.get('location');
+}
+
+/** The rest of {@link signInWithBrowser}, from the authorization address `authorize`. */
+async function finishInBrowser(authorize, base, user) {
+  const login = await fetch(authorize);
   const form = await login.text();
   assert.match(form, /<form method="get" action="\/authorize\/approve">/);
-  const approve = new URL('/authorize/approve', toAuthorize.headers.get('location'));
+  const approve = new URL('/authorize/approve', authorize);
   for (const [, name, value] of form.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) {
     approve.searchParams.set(name, value.replace(/&#(\d+);/g, (_, c) => String.fromCharCode(Number(c))));
   }
@@ -228,6 +237,23 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(noFlow.status, 400);
   });
 
+  test("an authorization server's refusal shows its error code only: a description anyone holding a state can write never reaches the gateway's page", async () => {
+    const frank = accessToken(key, 'frank');
+    const { request } = question(await whoami(a.url, frank));
+    const link = new URL(request.params.url);
+    const toAuthorize = await fetch(new URL(link.pathname + link.search, b.base), { redirect: 'manual' });
+    assert.equal(toAuthorize.status, 302);
+    const csrf = new URL(toAuthorize.headers.get('location')).searchParams.get('state');
+    const callback = new URL('/connect/callback', a.base);
+    callback.searchParams.set('state', csrf);
+    callback.searchParams.set('error', 'access_denied');
+    callback.searchParams.set('error_description', 'Your session expired: sign in again at https://evil.example/login');
+    const refused = await fetch(callback);
+    const text = await refused.text();
+    assert.match(text, /Signing in to team-gh was refused \(access_denied\)/);
+    assert.doesNotMatch(text, /evil\.example|session expired/);
+  });
+
   test('an older client on a session is asked with elicitation/create in URL mode, and its call runs once it accepted', async () => {
     const dave = accessToken(key, 'dave');
     const client = new Client({ name: 'per-user-legacy', version: '0.0.0' }, { capabilities: { elicitation: { url: {} } } });
@@ -282,6 +308,40 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(stats.codeGrants, 1, 'one sign-in');
     assert.equal(stats.refreshGrants, 1, `six calls on two replicas refresh once: ${JSON.stringify(stats)}`);
     assert.equal(stats.refused, 0, 'no refresh token was spent twice');
+  });
+
+  test('a refresh token the authorization server refused is dropped: the next calls ask to sign in without sending it again', async () => {
+    // Alice holds a 3 s token for `short` (the test above): past its expiry, with its refresh
+    // token revoked, the first call's refresh is refused.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
+    await fetch(`${shortBase}/admin/revoke`);
+    const refusedBefore = (await (await fetch(`${shortBase}/admin/stats`)).json()).refused;
+    for (const replica of [a, b, a]) question(await whoami(replica.url, alice, {}, 'short'));
+    const stats = await (await fetch(`${shortBase}/admin/stats`)).json();
+    assert.equal(stats.refused - refusedBefore, 1, `the dead refresh token was sent once, not at every call: ${JSON.stringify(stats)}`);
+  });
+
+  test('a sign-in that finishes while a refresh of the previous token is under way is the one kept', async () => {
+    const gina = accessToken(key, 'gina');
+    // Two links: the first opened (its state spent, so the next call gets a new one) and
+    // finished as `gina`; the second opened now and finished later as `gina-work`.
+    const first = question(await whoami(a.url, gina, {}, 'short')).request.params.url;
+    const firstAuthorize = await openLink(first, b.base);
+    const second = question(await whoami(a.url, gina, {}, 'short')).request.params.url;
+    assert.notEqual(second, first);
+    assert.equal((await finishInBrowser(firstAuthorize, b.base, 'gina')).status, 200);
+    assert.equal((await whoami(a.url, gina, {}, 'short')).result?.content?.[0]?.text, 'signed-in user gina');
+    const secondAuthorize = await openLink(second, b.base);
+    // Past the 3 s expiry, a call refreshes gina's token; the authorization server takes 1.5 s
+    // to answer, and meanwhile she finishes signing in with her other account.
+    await new Promise((resolve) => setTimeout(resolve, 3_300));
+    await fetch(`${shortBase}/admin/slow-refresh?ms=1500`);
+    const refreshing = whoami(a.url, gina, {}, 'short');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal((await finishInBrowser(secondAuthorize, b.base, 'gina-work')).status, 200);
+    await refreshing;
+    const now = await whoami(b.url, gina, {}, 'short');
+    assert.equal(now.result?.content?.[0]?.text, 'signed-in user gina-work', JSON.stringify(now));
   });
 
   test('a token the server revoked before its expiry is dropped: the next call asks to sign in again, then runs', async () => {

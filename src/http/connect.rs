@@ -6,7 +6,8 @@
 //! and spent on first use — so any replica answers either route. `/connect/<server>` redirects
 //! only to the authorization endpoint the server's metadata names; `/connect/callback` takes
 //! the sign-in its `state` names (spent too), exchanges the code and says so on a small page.
-//! Every query parameter is bounded, a repeated one refused, and every text on a page escaped.
+//! Every query parameter is bounded, a repeated one refused, and every text on a page escaped;
+//! of a refusal, a page shows the error code only (its description goes to the log).
 //! Pages are never cached, framed, or sent as a referrer.
 
 use std::sync::Arc;
@@ -133,10 +134,16 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
     };
     let server = flow.server().to_owned();
     if let Some(error) = error {
-        let why = description.map_or(error.clone(), |d| format!("{error}: {d}"));
+        // The description is the log's, not the page's: whoever holds a flow's state (their
+        // own) can write one, and the page is the gateway's, which a person trusts.
+        let description = crate::secrets::scrub(description.as_deref().unwrap_or_default()).into_owned();
+        tracing::info!(%server, %error, %description, "the authorization server refused a sign-in");
         return page(
             StatusCode::OK,
-            &format!("Signing in to {server} was refused: {why}. Call the tool again for a new link."),
+            &format!(
+                "Signing in to {server} was refused ({}). Call the tool again for a new link.",
+                oauth_error_code(&error).unwrap_or("an error the authorization server named")
+            ),
         );
     }
     let Some(code) = code.filter(|c| !c.is_empty()) else {
@@ -162,6 +169,17 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
             page(StatusCode::BAD_GATEWAY, &error.to_string())
         }
     }
+}
+
+/// `error` if it reads as an OAuth error code (the registered ones, RFC 6749 §4.1.2.1, are
+/// short words of letters and `_`): a page shows nothing else an answer carries.
+fn oauth_error_code(error: &str) -> Option<&str> {
+    (!error.is_empty()
+        && error.len() <= 64
+        && error
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')))
+    .then_some(error)
 }
 
 /// A small page saying `text` (escaped; scrubbed of registered secrets).
@@ -211,6 +229,17 @@ mod tests {
             .parse()
             .unwrap();
         assert!(params(&long, ["state"]).unwrap_err().contains("longer than"));
+    }
+
+    #[test]
+    fn only_an_error_code_of_an_authorization_answer_reaches_its_page() {
+        assert_eq!(oauth_error_code("access_denied"), Some("access_denied"));
+        assert_eq!(
+            oauth_error_code("Your session expired: sign in at https://evil.example"),
+            None
+        );
+        assert_eq!(oauth_error_code(&"a".repeat(65)), None);
+        assert_eq!(oauth_error_code(""), None);
     }
 
     #[test]

@@ -68,10 +68,12 @@ pub enum CredentialError {
 }
 
 impl CredentialError {
+    /// Bounded: an authorization server's error text (its `error_description`, up to rmcp's
+    /// 1 MiB body) reaches the model, a browser page and the log through this.
     fn auth(server: &str, error: &AuthError) -> Self {
         Self::Auth {
             server: server.to_owned(),
-            reason: auth_error_text(error),
+            reason: crate::upstream::error::clip(&auth_error_text(error)),
         }
     }
 }
@@ -142,6 +144,24 @@ impl CredentialStore for StoreCredentials {
 
     async fn clear(&self) -> Result<(), AuthError> {
         self.store.delete(&self.key).await.map_err(|e| store_failed(&e))
+    }
+
+    /// The authorization server refused the refresh token (`invalid_grant`): the credentials
+    /// are dropped, so the caller's next call asks them to sign in at once instead of spending
+    /// a discovery and a refresh on the dead token at every call (and every poll of a call
+    /// waiting for the sign-in). Called under the refresh lock; only if they are still these.
+    async fn on_refresh_token_rejected(&self, credentials: &StoredCredentials) -> Result<(), AuthError> {
+        let stored = self.load().await?;
+        let same = |c: &StoredCredentials| serde_json::to_value(c).ok();
+        if stored
+            .as_ref()
+            .and_then(same)
+            .is_some_and(|s| Some(s) == same(credentials))
+        {
+            tracing::info!(server = %self.server, "the refresh token was refused: the caller signs in again");
+            self.clear().await?;
+        }
+        Ok(())
     }
 
     async fn acquire_refresh_guard(&self) -> Result<Option<CredentialRefreshGuard>, AuthError> {
@@ -230,6 +250,14 @@ struct Registered {
 
 fn state_key(store: &Store, state: &str) -> String {
     store.key(&["connect", "state", &digest_hex(state.as_bytes())])
+}
+
+/// Where the link last given to `caller` for `server` is named while it is young (half of
+/// [`FLOW_TTL`]): their calls meanwhile get that link again instead of a new state each, so a
+/// caller calling in a loop keeps one or two states in the store, not one per call.
+fn pending_key(store: &Store, caller: &Caller, server: &str) -> String {
+    let whole = serde_json::json!([caller.issuer, caller.subject, server]).to_string();
+    store.key(&["connect", "pending", &digest_hex(whole.as_bytes())])
 }
 
 fn flow_key(store: &Store, csrf: &str) -> String {
@@ -425,12 +453,24 @@ async fn manager_for(spec: &ServerSpec) -> Result<AuthorizationManager, AuthErro
     Ok(manager)
 }
 
-/// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`].
+/// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`]: the one given
+/// them last while it is young and unopened, else a new one.
 pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Result<String, CredentialError> {
     if caller.is_local() {
         return Err(CredentialError::NoCaller {
             server: server.to_owned(),
         });
+    }
+    let pending = pending_key(store, caller, server);
+    if let Some(state) = store
+        .get_sealed(&pending)
+        .await?
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+    {
+        // Unless it was opened meanwhile (`authorize` takes it).
+        if store.get(&state_key(store, &state)).await?.is_some() {
+            return Ok(state);
+        }
     }
     let state = random_hex(32);
     let bound = Bound {
@@ -442,6 +482,7 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
     store
         .set_sealed(&state_key(store, &state), &bytes, Some(FLOW_TTL))
         .await?;
+    store.set_sealed(&pending, state.as_bytes(), Some(FLOW_TTL / 2)).await?;
     Ok(state)
 }
 
@@ -612,7 +653,11 @@ pub(crate) async fn exchange(
     }
     manager.configure_client(config).map_err(|e| fail(&e))?;
     manager.set_state_store(StoreStates(store.clone()));
-    manager.set_credential_store(StoreCredentials::new(store, &flow.bound.caller(), server));
+    let credentials = StoreCredentials::new(store, &flow.bound.caller(), server);
+    // Kept under the refresh lock: a refresh of the caller's previous token under way (on any
+    // replica) would otherwise save it over the sign-in that replaces it.
+    let _held = Held(Some(credentials.refresh_lock().await.map_err(|e| fail(&e))?));
+    manager.set_credential_store(credentials);
     manager
         .exchange_code_for_token_with_issuer(code, csrf, issuer)
         .await
@@ -671,7 +716,8 @@ mod tests {
         let alice = caller("https://id.example", "alice");
         let state = begin(&store, "gh", &alice).await.unwrap();
         assert_eq!(state.len(), 64);
-        assert_ne!(state, begin(&store, "gh", &alice).await.unwrap(), "random per link");
+        let bob = begin(&store, "gh", &caller("https://id.example", "bob")).await.unwrap();
+        assert_ne!(state, bob, "random per caller");
         let spec: ServerSpec = serde_json::from_value(serde_json::json!({
             "name": "jira", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true } }
         }))
@@ -687,6 +733,36 @@ mod tests {
             begin(&store, "gh", &Caller::local()).await,
             Err(CredentialError::NoCaller { .. })
         ));
+    }
+
+    #[tokio::test]
+    async fn a_caller_calling_again_gets_the_same_unopened_link_not_a_new_state_each_time() {
+        let store = Store::memory();
+        let alice = caller("https://id.example", "alice");
+        let first = begin(&store, "gh", &alice).await.unwrap();
+        // A client (or a model) calling in a loop before anyone opens the link: one state in
+        // the store, not one per call.
+        for _ in 0..100 {
+            assert_eq!(begin(&store, "gh", &alice).await.unwrap(), first);
+        }
+        assert_ne!(begin(&store, "jira", &alice).await.unwrap(), first, "per server");
+        // Opened (taken): the next call gets a new link, and that one is reused in turn.
+        store.take(&state_key(&store, &first)).await.unwrap();
+        let second = begin(&store, "gh", &alice).await.unwrap();
+        assert_ne!(second, first);
+        assert_eq!(begin(&store, "gh", &alice).await.unwrap(), second);
+    }
+
+    #[test]
+    fn an_authorization_servers_error_text_is_bounded() {
+        let huge = AuthError::TokenRefreshFailed(format!("invalid_request: {}", "x".repeat(1024 * 1024)));
+        let shown = CredentialError::auth("gh", &huge).to_string();
+        assert!(
+            shown.len() < crate::upstream::error::MAX_TEXT_BYTES + 100,
+            "{} bytes",
+            shown.len()
+        );
+        assert!(shown.starts_with("signing in to gh: ") && shown.ends_with("more bytes cut]"));
     }
 
     #[tokio::test]
