@@ -61,7 +61,9 @@ pub use offer_events::{listen_offers, Listening, OfferEvent, OfferListener};
 pub(crate) use remote::{install_crypto_provider, sign_in_now};
 #[cfg(test)]
 pub(crate) use supervisor::Trouble;
-pub(crate) use supervisor::{CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent};
+pub(crate) use supervisor::{
+    is_bearer_token, CallError, Dial, Events, Handle, PoolChanges, ServerState, Supervisor, UpstreamEvent,
+};
 
 /// Lock one of upstream's mutexes. None is ever poisoned: no code panics while holding one.
 fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -43,6 +43,7 @@ use super::lock;
 use crate::config::ServerSpec;
 
 mod users;
+pub(crate) use users::is_bearer_token;
 
 /// How many starts may hold a slot at once. With [`SLOT_BUDGET`] this paces starts (at most
 /// about 16 new ones a second) rather than capping how many run: a slow `npx` start goes on

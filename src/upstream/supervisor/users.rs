@@ -94,7 +94,7 @@ fn digest(token: &str) -> Vec<u8> {
 
 /// Whether `token` is a bearer token as RFC 6750 writes them (`b64token`): nothing a header
 /// or the spec's `${VAR}` expansion would read as more than the token.
-pub(super) fn is_bearer_token(token: &str) -> bool {
+pub(crate) fn is_bearer_token(token: &str) -> bool {
     let body = token.trim_end_matches('=');
     !body.is_empty()
         && body
