@@ -861,7 +861,8 @@ impl<C: Connector> Handle<C> {
     async fn session(self: &Arc<Self>) -> Result<Arc<C::Session>, UpstreamError> {
         if self.is_per_user() {
             return Err(UpstreamError::Failed {
-                reason: "each caller connects to this server with their own sign-in; prompts and resources of per-user servers are not served".to_owned(),
+                reason: "each caller connects to this server with their own sign-in, through their own connection"
+                    .to_owned(),
             });
         }
         let mut changes = self.state.subscribe();
