@@ -20,7 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { answerOf, bin, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
+import { answerOf, bin, eventually, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
 
 const ISSUER = 'https://id.per-user.test';
 const AUDIENCE = 'anygpt-per-user-test';
@@ -206,6 +206,19 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.match(got.error.message, /needs your own sign-in: open http/);
   });
 
+  test('the first to sign in with the link list_tools gave lists the tools through their own connection', async () => {
+    const erin = accessToken(key, 'erin');
+    const asked = await meta(b.url, erin, 'list_tools', { server: 'team-gh' });
+    const [link] = asked.body.error.message.match(/http:\/\/\S+\/connect\/team-gh\?state=[0-9a-f]{64}/);
+    assert.equal((await signInWithBrowser(link, a.base, 'erin')).status, 200);
+    const tools = await meta(b.url, erin, 'list_tools', { server: 'team-gh' });
+    assert.equal(tools.isError, false, JSON.stringify(tools.body));
+    assert.deepEqual(tools.body.tools.map((t) => t.name).sort(), ['admin_report', 'links', 'whoami']);
+    assert.equal((await listed(b.url, erin)).signedIn, true);
+    // Her connection's list is kept for everyone, on the other replica too (through the store).
+    assert.ok(await eventually(async () => (await listed(a.url, alice)).toolCount === 3, 5_000), 'the list reaches the other replica');
+  });
+
   test("alice's call asks her to sign in; she signs in through the other replica; the retried call runs with her token", async () => {
     const first = await whoami(a.url, alice);
     const { key: asked, request, state } = question(first);
@@ -236,7 +249,7 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     }
   });
 
-  test("once alice listed the tools they are everyone's, on every replica; her prompts and resources are hers only", async () => {
+  test("the tools anyone's connection listed are everyone's, on every replica; alice's prompts and resources are hers only", async () => {
     // Bob has not signed in: he still finds and reads the tools alice's connection listed, on
     // the other replica (through the store).
     const found = await meta(b.url, bob, 'search_tools', { query: 'who is signed in' });
@@ -325,7 +338,7 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     const bearers = await (await fetch(`${fixtureBase}/admin/bearers`)).json();
     const messages = bearers.filter((r) => r.method === 'POST');
     assert.ok(messages.length >= 8, JSON.stringify(bearers));
-    assert.deepEqual([...new Set(messages.map((r) => r.user))].sort(), ['alice', 'bob'], JSON.stringify(bearers));
+    assert.deepEqual([...new Set(messages.map((r) => r.user))].sort(), ['alice', 'bob', 'erin'], JSON.stringify(bearers));
     // His prompts and resources now, his own.
     const got = await rpc(a.url, bob, 'prompts/get', { name: 'team-gh__greet', arguments: { style: 'friendly' } });
     assert.equal(got.result?.messages?.[0]?.content?.text, 'hello bob (friendly)', JSON.stringify(got));
