@@ -115,7 +115,7 @@ impl State {
         // The server refused the caller's own token (revoked before its expiry): they sign in
         // again, now.
         if let (Err(_), Some(token)) = (&outcome, &token) {
-            if let Some(again) = self.signed_in_again(caller, server, token).await {
+            if let Some(again) = self.if_token_refused(caller, server, token).await {
                 return Err(again);
             }
         }
@@ -168,7 +168,7 @@ impl State {
 
     /// The connection `caller`'s requests to `handle`'s server go through: the server's own,
     /// or for a per-user server the caller's, with the token it was opened with (see
-    /// [`State::signed_in_again`]); [`Error::SignInRequired`] when the caller has none.
+    /// [`State::if_token_refused`]); [`Error::SignInRequired`] when the caller has none.
     pub(super) async fn connection_for(
         &self,
         handle: &Arc<Server>,
@@ -183,8 +183,8 @@ impl State {
 
     /// After a request through `caller`'s own connection to `server` (opened with `token`)
     /// failed: if the server refused the token (revoked before its expiry), it is dropped and
-    /// the caller gets a new sign-in link, now.
-    pub(super) async fn signed_in_again(&self, caller: &Caller, server: &str, token: &str) -> Option<Error> {
+    /// the answer is a new sign-in link, now; `None` when the failure was another.
+    pub(super) async fn if_token_refused(&self, caller: &Caller, server: &str, token: &str) -> Option<Error> {
         if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
             return Some(self.sign_in_link(server, caller).await);
         }

@@ -833,7 +833,7 @@ async fn send_through(
     let method = request.method().to_owned();
     let outcome = server.request(request, timeout).await;
     if let (Err(_), Some(token)) = (&outcome, token) {
-        if let Some(again) = state.signed_in_again(caller, &name, token).await {
+        if let Some(again) = state.if_token_refused(caller, &name, token).await {
             return Err(again);
         }
     }
