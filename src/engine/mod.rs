@@ -742,7 +742,16 @@ async fn signed_in(state: &State, caller: &Caller, servers: &mut [ServerInfo]) {
     for (at, signed_in) in futures::future::join_all(asked).await {
         let info = &mut servers[at];
         info.signed_in = Some(signed_in);
-        if !signed_in {
+        let own = state
+            .server(&info.name)
+            .ok()
+            .and_then(|s| s.caller_state(&caller.identity()));
+        if let Some(own) = own.filter(|_| signed_in) {
+            // The server's own handle never connects: theirs is what they use.
+            info.status = server_status(&own);
+            info.error = own.describe();
+            info.reason = own.reason();
+        } else if !signed_in {
             let why = "each caller signs in with their own account, and you have not yet: a call of one of its tools (or list_tools) answers with your sign-in link";
             info.status = ServerStatus::NeedsSignIn;
             info.error = Some(why.to_owned());

@@ -635,6 +635,13 @@ impl<C: Connector> Handle<C> {
         Some(handle)
     }
 
+    /// The state of the caller `identity`'s own connection to this per-user server, if they
+    /// have one (`None` too when this is not a per-user server).
+    #[must_use]
+    pub fn caller_state(&self, identity: &str) -> Option<ServerState> {
+        self.users.as_ref()?.get(identity).map(|handle| handle.state())
+    }
+
     fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms.load(Ordering::Relaxed))
     }

@@ -77,6 +77,11 @@ impl<C: Connector> Users<C> {
         (handle, retired)
     }
 
+    /// The handle of `identity`, if one is open (whatever token it was opened with).
+    pub(super) fn get(&self, identity: &str) -> Option<Arc<Handle<C>>> {
+        lock(&self.by_caller).get(identity).map(|e| e.handle.clone())
+    }
+
     /// Every handle, taken out (the server closes or is retired).
     pub(super) fn drain(&self) -> Vec<Arc<Handle<C>>> {
         lock(&self.by_caller).drain().map(|(_, e)| e.handle).collect()
