@@ -6,7 +6,11 @@
 // 2026-07-28 client), the browser steps (fetch, answering the fixture's login page) run on the
 // OTHER replica, and the retried call on the first runs with that user's own token. Each user's
 // calls reach the server with their own token only; a used or made-up link is refused; a
-// client that cannot open links gets the link in a tool error; no token reaches a log.
+// client that cannot open links gets the link in a tool error; no token reaches a log. The
+// server's tool list, once anyone's connection gave it, is everyone's (search, list, details,
+// on every replica and one started later); its prompts, resources, templates and completions
+// are each caller's own, through their own connection, and one not signed in is asked to
+// sign in (URLElicitationRequiredError) instead of being answered with another's.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -16,7 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { answerOf, bin, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
+import { answerOf, bin, eventually, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
 
 const ISSUER = 'https://id.per-user.test';
 const AUDIENCE = 'anygpt-per-user-test';
@@ -48,6 +52,24 @@ function started(child, stream, pattern) {
 async function whoami(url, token, more = {}, server = 'team-gh') {
   const params = { name: 'execute_tool', arguments: { server, tool: 'whoami' }, _meta: OPENS_LINKS, ...more };
   return answerOf(await raw2026(url, 'tools/call', params, { authorization: `Bearer ${token}` }));
+}
+
+/** `method` with `params` as a 2026-07-28 client of `token`; its JSON-RPC answer. */
+async function rpc(url, token, method, params = {}) {
+  return answerOf(await raw2026(url, method, params, { authorization: `Bearer ${token}` }));
+}
+
+/** A meta tool's answer as a 2026-07-28 client of `token`: its JSON body, and whether it is an error. */
+async function meta(url, token, name, args = {}) {
+  const answer = await rpc(url, token, 'tools/call', { name, arguments: args });
+  assert.ok(answer.result?.content, JSON.stringify(answer));
+  return { isError: answer.result.isError === true, body: JSON.parse(answer.result.content[0].text) };
+}
+
+/** What `list_mcp_servers` says of `server` to `token`. */
+async function listed(url, token, server = 'team-gh') {
+  const { body } = await meta(url, token, 'list_mcp_servers');
+  return body.servers.find((s) => s.name === server);
 }
 
 /** The one question of an input-required result: its key, the request, the state. */
@@ -105,6 +127,7 @@ describe('per-user credentials: each caller signs in to the downstream server wi
   let shortBase;
   let a;
   let b;
+  let config;
 
   async function replica(config) {
     const child = spawn(process.execPath, [bin, 'serve', '--http', '127.0.0.1:0', '--config', config], {
@@ -134,7 +157,7 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     shortBase = `http://127.0.0.1:${shortPort}`;
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));
-    const config = writeConfig(
+    config = writeConfig(
       {
         discovery: {
           servers: [
@@ -160,6 +183,49 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     if (fixture) await exited(fixture);
     if (shortLived) await exited(shortLived);
     if (redis) await exited(redis);
+  });
+
+  test('before anyone signed in: the server says it needs each caller\'s sign-in, its tools answer with the link, its prompts too', async () => {
+    const server = await listed(a.url, alice);
+    assert.equal(server.perUser, true, JSON.stringify(server));
+    assert.equal(server.signedIn, false, JSON.stringify(server));
+    assert.equal(server.status, 'needs sign-in', JSON.stringify(server));
+    assert.match(server.error, /each caller signs in with their own account/);
+    assert.equal(server.toolCount, 0);
+    // Nothing to search yet: no one's connection has listed its tools.
+    const found = await meta(a.url, alice, 'search_tools', { query: 'who is signed in' });
+    assert.deepEqual(found.body.results.filter((r) => r.server === 'team-gh'), []);
+    // Listing its tools is what needs her sign-in: she gets her link, as a call would give it.
+    const link = new RegExp(`needs your own sign-in: open ${a.base}/connect/team-gh\\?state=[0-9a-f]{64} in your browser`);
+    for (const [name, args] of [['list_tools', { server: 'team-gh' }], ['get_tool_details', { server: 'team-gh', tool: 'whoami' }]]) {
+      const answer = await meta(a.url, alice, name, args);
+      assert.equal(answer.isError, true, JSON.stringify(answer));
+      assert.equal(answer.body.error.code, 'SERVER_CONNECTION_ERROR');
+      assert.match(answer.body.error.message, link, JSON.stringify(answer));
+    }
+    // Its prompts are hers to list once she signed in: none yet, and the listing still answers.
+    const prompts = await rpc(a.url, alice, 'prompts/list');
+    assert.deepEqual(prompts.result?.prompts?.filter((p) => p.name.startsWith('team-gh__')), [], JSON.stringify(prompts));
+    // Using one asks her to sign in: a URL elicitation in MCP's URLElicitationRequiredError.
+    const got = await rpc(a.url, alice, 'prompts/get', { name: 'team-gh__greet', arguments: { style: 'formal' } });
+    assert.equal(got.error?.code, -32042, JSON.stringify(got));
+    const [elicitation] = got.error.data.elicitations;
+    assert.equal(elicitation.mode, 'url');
+    assert.match(elicitation.url, new RegExp(`^${a.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
+    assert.match(got.error.message, /needs your own sign-in: open http/);
+  });
+
+  test('the first to sign in with the link list_tools gave lists the tools through their own connection', async () => {
+    const erin = accessToken(key, 'erin');
+    const asked = await meta(b.url, erin, 'list_tools', { server: 'team-gh' });
+    const [link] = asked.body.error.message.match(/http:\/\/\S+\/connect\/team-gh\?state=[0-9a-f]{64}/);
+    assert.equal((await signInWithBrowser(link, a.base, 'erin')).status, 200);
+    const tools = await meta(b.url, erin, 'list_tools', { server: 'team-gh' });
+    assert.equal(tools.isError, false, JSON.stringify(tools.body));
+    assert.deepEqual(tools.body.tools.map((t) => t.name).sort(), ['admin_report', 'links', 'whoami']);
+    assert.equal((await listed(b.url, erin)).signedIn, true);
+    // Her connection's list is kept for everyone, on the other replica too (through the store).
+    assert.ok(await eventually(async () => (await listed(a.url, alice)).toolCount === 3, 5_000), 'the list reaches the other replica');
   });
 
   test("alice's call asks her to sign in; she signs in through the other replica; the retried call runs with her token", async () => {
@@ -192,6 +258,72 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     }
   });
 
+  test("the tools anyone's connection listed are everyone's, on every replica; alice's prompts and resources are hers only", async () => {
+    // Bob has not signed in: he still finds and reads the tools alice's connection listed, on
+    // the other replica (through the store).
+    const found = await meta(b.url, bob, 'search_tools', { query: 'who is signed in' });
+    assert.ok(found.body.results.some((r) => r.server === 'team-gh' && r.tool === 'whoami'), JSON.stringify(found.body));
+    const tools = await meta(b.url, bob, 'list_tools', { server: 'team-gh' });
+    assert.deepEqual(tools.body.tools.map((t) => t.name).sort(), ['admin_report', 'links', 'whoami'], JSON.stringify(tools.body));
+    const details = await meta(b.url, bob, 'get_tool_details', { server: 'team-gh', tool: 'whoami' });
+    assert.equal(details.body.description, 'Say who is signed in', JSON.stringify(details.body));
+    const forBob = await listed(b.url, bob);
+    assert.deepEqual([forBob.perUser, forBob.signedIn, forBob.status, forBob.toolCount], [true, false, 'needs sign-in', 3], JSON.stringify(forBob));
+    const forAlice = await listed(b.url, alice);
+    // Hers is the state of her own connection there (her call on b opened it).
+    assert.deepEqual([forAlice.perUser, forAlice.signedIn, forAlice.toolCount, forAlice.status], [true, true, 3, 'connected'], JSON.stringify(forAlice));
+
+    // A replica started now, with a cache of its own, has the list from the store at once.
+    const c = await replica(config);
+    try {
+      const fresh = await meta(c.url, bob, 'search_tools', { query: 'who is signed in' });
+      assert.ok(fresh.body.results.some((r) => r.server === 'team-gh' && r.tool === 'whoami'), JSON.stringify(fresh.body));
+      assert.equal((await listed(c.url, bob)).toolCount, 3);
+    } finally {
+      c.child.kill('SIGTERM');
+      await c.exit;
+    }
+
+    // Alice's prompts, resources, templates and completions, through her own connection, on
+    // either replica.
+    for (const replica of [a, b]) {
+      const prompts = await rpc(replica.url, alice, 'prompts/list');
+      const greet = prompts.result?.prompts?.find((p) => p.name === 'team-gh__greet');
+      assert.equal(greet?.description, 'Greet alice', JSON.stringify(prompts));
+      const got = await rpc(replica.url, alice, 'prompts/get', { name: 'team-gh__greet', arguments: { style: 'formal' } });
+      assert.equal(got.result?.messages?.[0]?.content?.text, 'hello alice (formal)', JSON.stringify(got));
+    }
+    const resources = await rpc(a.url, alice, 'resources/list');
+    assert.ok(resources.result?.resources?.some((r) => r.uri === 'notes://alice/today'), JSON.stringify(resources));
+    const read = await rpc(a.url, alice, 'resources/read', { uri: 'notes://alice/today' });
+    assert.equal(read.result?.contents?.[0]?.text, "today's notes of alice", JSON.stringify(read));
+    const templates = await rpc(a.url, alice, 'resources/templates/list');
+    assert.ok(templates.result?.resourceTemplates?.some((t) => t.uriTemplate === 'notes://alice/{day}'), JSON.stringify(templates));
+    const byDay = await rpc(b.url, alice, 'resources/read', { uri: 'notes://alice/monday' });
+    assert.equal(byDay.result?.contents?.[0]?.text, "monday's notes of alice", JSON.stringify(byDay));
+    const completed = await rpc(a.url, alice, 'completion/complete', {
+      ref: { type: 'ref/prompt', name: 'team-gh__greet' },
+      argument: { name: 'style', value: 'fr' },
+    });
+    assert.deepEqual(completed.result?.completion?.values, ['friendly'], JSON.stringify(completed));
+
+    // Bob sees none of hers: nothing of the server in his lists, and using hers asks him to
+    // sign in himself.
+    const bobs = await rpc(b.url, bob, 'prompts/list');
+    assert.deepEqual(bobs.result?.prompts?.filter((p) => p.name.startsWith('team-gh__')), [], JSON.stringify(bobs));
+    const bobsResources = await rpc(a.url, bob, 'resources/list');
+    assert.deepEqual(bobsResources.result?.resources?.filter((r) => r.uri.startsWith('notes://')), [], JSON.stringify(bobsResources));
+    for (const [method, params] of [
+      ['prompts/get', { name: 'team-gh__greet', arguments: { style: 'formal' } }],
+      ['resources/read', { uri: 'notes://alice/today' }],
+    ]) {
+      const refused = await rpc(a.url, bob, method, params);
+      assert.equal(refused.error?.code, -32042, JSON.stringify(refused));
+      assert.match(refused.error.data.elicitations[0].url, new RegExp(`^${a.base}/connect/team-gh\\?state=[0-9a-f]{64}$`));
+      assert.doesNotMatch(JSON.stringify(refused), /alice/);
+    }
+  });
+
   test("bob never gets alice's connection or token: he is asked to sign in himself, and his calls carry his own token", async () => {
     const first = await whoami(b.url, bob);
     const { key: asked, request, state } = question(first);
@@ -215,7 +347,14 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     const bearers = await (await fetch(`${fixtureBase}/admin/bearers`)).json();
     const messages = bearers.filter((r) => r.method === 'POST');
     assert.ok(messages.length >= 8, JSON.stringify(bearers));
-    assert.deepEqual([...new Set(messages.map((r) => r.user))].sort(), ['alice', 'bob'], JSON.stringify(bearers));
+    assert.deepEqual([...new Set(messages.map((r) => r.user))].sort(), ['alice', 'bob', 'erin'], JSON.stringify(bearers));
+    // His prompts and resources now, his own.
+    const got = await rpc(a.url, bob, 'prompts/get', { name: 'team-gh__greet', arguments: { style: 'friendly' } });
+    assert.equal(got.result?.messages?.[0]?.content?.text, 'hello bob (friendly)', JSON.stringify(got));
+    const resources = await rpc(b.url, bob, 'resources/list');
+    const notes = resources.result?.resources?.filter((r) => r.uri.startsWith('notes://')).map((r) => r.uri);
+    assert.deepEqual(notes, ['notes://bob/today'], JSON.stringify(resources));
+    assert.equal((await listed(a.url, bob)).signedIn, true);
   });
 
   test('a made-up, misplaced or malformed link is refused, and nobody signs in with it', async () => {

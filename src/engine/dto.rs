@@ -75,6 +75,12 @@ pub struct ServerInfo {
     /// Tools its newest listing had that are not served, each with why (the first twenty).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub dropped_tools: Vec<DroppedTool>,
+    /// Each caller signs in to it with their own account (`connection.oauth.perUser`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub per_user: bool,
+    /// Of a per-user server: whether the caller asking has signed in to it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signed_in: Option<bool>,
     /// How many tools were dropped in all, when more than are named.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dropped_count: Option<usize>,
@@ -97,6 +103,8 @@ impl ServerInfo {
             error: error.map(str::to_owned),
             reason: error.map(str::to_owned),
             dropped_tools: Vec::new(),
+            per_user: false,
+            signed_in: None,
             dropped_count: None,
             tools_cut_at: None,
         }

@@ -31,15 +31,8 @@ impl State {
         log_call(server, tool, arguments);
         let handle = self.server(server)?;
         // A per-user server is called through the caller's own connection.
-        let own;
-        let mut token = None;
-        let handle = if handle.is_per_user() {
-            let (connection, with) = self.caller_connection(handle, caller).await?;
-            (own, token) = (connection, Some(with));
-            &own
-        } else {
-            handle
-        };
+        let (handle, token) = self.connection_for(handle, caller).await?;
+        let handle = &handle;
         // This call needs the server: a sign-in it asks for may open the browser, and one a
         // background connect did not start starts now.
         let _sign_in = crate::upstream::sign_in_wanted(server);
@@ -122,8 +115,8 @@ impl State {
         // The server refused the caller's own token (revoked before its expiry): they sign in
         // again, now (or, with token exchange, their next call exchanges again).
         if let (Err(_), Some(token)) = (&outcome, &token) {
-            if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
-                return Err(self.refused_own_token(server, caller).await);
+            if let Some(again) = self.if_token_refused(caller, server, token).await {
+                return Err(again);
             }
         }
         let mut result = outcome?;
@@ -135,7 +128,24 @@ impl State {
 
     /// `caller`'s own connection to the per-user server `handle` stands for, with their token;
     /// without one, [`Error::SignInRequired`] with a new sign-in link.
-    async fn caller_connection(&self, handle: &Arc<Server>, caller: &Caller) -> Result<(Arc<Server>, String)> {
+    pub(super) async fn caller_connection(
+        &self,
+        handle: &Arc<Server>,
+        caller: &Caller,
+    ) -> Result<(Arc<Server>, String)> {
+        match self.signed_in_connection(handle, caller).await? {
+            Some(found) => Ok(found),
+            None => Err(self.sign_in_link(&handle.spec.name, caller).await),
+        }
+    }
+
+    /// [`State::caller_connection`] without making a sign-in link: `None` when `caller` has
+    /// no usable token (what a listing answers for a server the caller has not signed in to).
+    pub(super) async fn signed_in_connection(
+        &self,
+        handle: &Arc<Server>,
+        caller: &Caller,
+    ) -> Result<Option<(Arc<Server>, String)>> {
         use crate::upstream::per_user;
         let name = handle.spec.name.as_str();
         let store = &self.shared.store;
@@ -160,9 +170,9 @@ impl State {
                     unreachable("the authorization server issued a token that is not a bearer token (RFC 6750)".into())
                 })?;
                 own.start();
-                Ok((own, token))
+                Ok(Some((own, token)))
             }
-            Ok(None) => Err(self.sign_in_link(name, caller).await),
+            Ok(None) => Ok(None),
             Err(error) => Err(unreachable(error.to_string())),
         }
     }
@@ -183,6 +193,32 @@ impl State {
                 detail: format!("{server} refused the token the identity provider exchanged for this caller's; it is forgotten, and the next call exchanges a new one"),
             },
         }
+    }
+
+    /// The connection `caller`'s requests to `handle`'s server go through: the server's own,
+    /// or for a per-user server the caller's, with the token it was opened with (see
+    /// [`State::if_token_refused`]); [`Error::SignInRequired`] when the caller has none.
+    pub(super) async fn connection_for(
+        &self,
+        handle: &Arc<Server>,
+        caller: &Caller,
+    ) -> Result<(Arc<Server>, Option<String>)> {
+        if !handle.is_per_user() {
+            return Ok((handle.clone(), None));
+        }
+        let (own, token) = self.caller_connection(handle, caller).await?;
+        Ok((own, Some(token)))
+    }
+
+    /// After a request through `caller`'s own connection to `server` (opened with `token`)
+    /// failed: if the server refused the token (revoked before its expiry), it is dropped and
+    /// the answer is a new sign-in link, now ([`State::refused_own_token`]); `None` when the
+    /// failure was another.
+    pub(super) async fn if_token_refused(&self, caller: &Caller, server: &str, token: &str) -> Option<Error> {
+        if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
+            return Some(self.refused_own_token(server, caller).await);
+        }
+        None
     }
 
     /// [`Error::SignInRequired`] with a new sign-in link of `caller` for `server`.

@@ -290,7 +290,9 @@ impl Engine {
         let state = self.current();
         state.indexed().await;
         state.wait_first_starts(SEARCH_WAIT).await;
-        statuses(&state, caller)
+        let mut servers = statuses(&state, caller);
+        signed_in(&state, caller, &mut servers).await;
+        servers
     }
 
     /// Every server as it is right now, without starting or waiting for anything: what a
@@ -418,6 +420,8 @@ impl Engine {
     pub async fn list_tools(&self, caller: &Caller, server: &str, include_disabled: bool) -> Result<ServerTools> {
         let state = self.current();
         let handle = state.server(server)?;
+        // Boxed: a sign-in path is a large future, and rarely taken.
+        Box::pin(state.list_as_caller(handle, caller)).await?;
         let tools = state
             .with_catalog_of(handle, |catalog| {
                 let view = state.view(catalog, caller);
@@ -461,7 +465,10 @@ impl Engine {
     /// a tool that does not exist or is hidden from `caller`.
     pub async fn tool_details(&self, caller: &Caller, server: &str, tool: &str) -> Result<ToolDetails> {
         let state = self.current();
-        let (entry, sight) = state.find_tool(state.server(server)?, tool, caller).await?;
+        let handle = state.server(server)?;
+        // Boxed: a sign-in path is a large future, and rarely taken.
+        Box::pin(state.list_as_caller(handle, caller)).await?;
+        let (entry, sight) = state.find_tool(handle, tool, caller).await?;
         Ok(ToolDetails {
             server: entry.server.clone(),
             tool: entry.name().to_owned(),
@@ -710,12 +717,47 @@ fn statuses(state: &State, caller: &Caller) -> Vec<ServerInfo> {
                 enabled_count,
                 error: status.describe(),
                 reason: status.reason(),
+                per_user: server.is_per_user(),
                 ..ServerInfo::new(&server.spec.name, server_status(&status), count, None)
             };
             info.note_left_out(server.left_out());
             info
         })
         .collect()
+}
+
+/// Say of each per-user server in `servers` whether `caller` has signed in to it (holds a
+/// usable token: what a call of its tools needs), asking the store for each at once. One the
+/// caller has not signed in to needs their sign-in, whatever the server's own state.
+async fn signed_in(state: &State, caller: &Caller, servers: &mut [ServerInfo]) {
+    // The local user (stdio, CLI, Node) has no identity to sign in with.
+    if caller.is_local() {
+        return;
+    }
+    let asked = servers
+        .iter()
+        .enumerate()
+        .filter(|(_, info)| info.per_user)
+        .map(|(at, info)| async move { (at, state.has_own_token(caller, &info.name).await) });
+    for (at, signed_in) in futures::future::join_all(asked).await {
+        let info = &mut servers[at];
+        info.signed_in = Some(signed_in);
+        let own = state
+            .server(&info.name)
+            .ok()
+            .and_then(|s| s.caller_state(&caller.identity()));
+        if let Some(own) = own.filter(|_| signed_in) {
+            // The server's own handle never connects: theirs is what they use.
+            info.status = server_status(&own);
+            info.error = own.describe();
+            info.reason = own.reason();
+        } else if !signed_in {
+            let why = "each caller signs in with their own account, and you have not yet: a call of one of its tools (or list_tools) answers with your sign-in link";
+            info.status = ServerStatus::NeedsSignIn;
+            info.error = Some(why.to_owned());
+            info.reason = Some(why.to_owned());
+        }
+    }
 }
 
 /// The config again from where `current` came from: its file read again (with the client
@@ -763,6 +805,66 @@ fn shown_description(description: &str) -> String {
 mod tests {
     use super::*;
     use crate::upstream::{ServerState, Trouble};
+
+    /// A gateway with one per-user server nobody has signed in to (it does not answer: port 9).
+    fn per_user_engine() -> Engine {
+        let config = Config::from_value(
+            serde_json::json!({ "discovery": {
+                "cache": { "enabled": false },
+                "http": { "auth": { "issuers": [{ "issuer": "https://id.example", "jwksUri": "https://id.example/jwks" }] } },
+                "servers": [{ "name": "gh", "connection": { "type": "http", "url": "http://127.0.0.1:9/mcp", "oauth": { "perUser": true } } }],
+            } }),
+            "<object>",
+        )
+        .unwrap();
+        Engine::new(config)
+    }
+
+    fn alice() -> Caller {
+        Caller {
+            issuer: Some("https://id.example".into()),
+            subject: Some("alice".into()),
+            ..Caller::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn before_anyone_signed_in_a_per_user_server_asks_each_caller_to_sign_in() {
+        let engine = per_user_engine();
+        let servers = engine.list_servers(&alice()).await;
+        assert_eq!(servers.len(), 1);
+        let gh = &servers[0];
+        assert!(gh.per_user);
+        assert_eq!(gh.signed_in, Some(false));
+        assert_eq!(gh.status, ServerStatus::NeedsSignIn);
+        assert_eq!(gh.tool_count, 0);
+        // Its tools, when nobody's connection listed them: the caller's sign-in link.
+        for outcome in [
+            engine.list_tools(&alice(), "gh", false).await.map(|_| ()),
+            engine.tool_details(&alice(), "gh", "any").await.map(|_| ()),
+        ] {
+            match outcome {
+                Err(Error::SignInRequired { server, link }) => {
+                    assert_eq!(server, "gh");
+                    assert!(link.starts_with("/connect/gh?state="), "{link}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Its prompts: none listed for a caller not signed in; one used asks for the sign-in.
+        let (prompts, _) = engine.list_prompts(&alice(), None).await.unwrap();
+        assert!(prompts.is_empty(), "{prompts:?}");
+        let params = rmcp::model::GetPromptRequestParams::new("gh__greet");
+        assert!(matches!(
+            engine.get_prompt(&alice(), params).await,
+            Err(Error::SignInRequired { .. })
+        ));
+        // The local user (stdio, CLI) has no identity to sign in with: it is said plainly.
+        for local in [engine.server_statuses(), engine.list_servers(&Caller::local()).await] {
+            assert!(local[0].per_user && local[0].signed_in.is_none(), "{local:?}");
+        }
+        engine.close().await;
+    }
 
     #[test]
     fn a_server_waiting_for_a_sign_in_has_its_own_status_even_while_trying_again() {

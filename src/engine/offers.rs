@@ -21,6 +21,12 @@
 //! is not started to list these: its lists as last stored beside its snapshot answer for it.
 //! Each listing that reached a server stores what it gave.
 //!
+//! A per-user server (`connection.oauth.perUser`) is asked through the caller's own connection
+//! only (`State::connection_for`, the one a tool call uses), and its lists are never stored:
+//! they are the caller's own. A listing leaves out a server the caller has not signed in to;
+//! any other request of it answers [`Error::SignInRequired`] with the caller's link. Its
+//! resource subscriptions are refused: [`Subscriptions`] holds one per URI for every client.
+//!
 //! Every answer is scrubbed of registered secrets; resource contents obey `maxResultBytes`
 //! like tool results.
 //!
@@ -45,7 +51,7 @@ use serde::Serialize;
 use super::state::{Server, State};
 use super::Engine;
 use crate::caller::Caller;
-use crate::catalog::snapshot::OfferKind;
+use crate::catalog::snapshot::{OfferKind, SnapshotStore};
 use crate::error::{Error, Result};
 use crate::upstream::{ServerState, UpstreamError};
 
@@ -364,12 +370,12 @@ impl Engine {
     async fn listing<T: Listed>(
         &self,
         state: &State,
-        sees: &Sees,
+        (caller, sees): (&Caller, &Sees),
         cursor: Option<&str>,
     ) -> Result<(Vec<(String, Vec<T>)>, Option<String>)> {
         let (mut servers, next) = page(state, cursor)?;
         servers.retain(|server| sees.server(&server.spec.name));
-        Ok((gather::<T>(&servers, state).await, next))
+        Ok((gather::<T>(&servers, state, caller).await, next))
     }
 
     /// One page of the prompts of the enabled servers `caller` sees, named
@@ -380,7 +386,7 @@ impl Engine {
     pub async fn list_prompts(&self, caller: &Caller, cursor: Option<&str>) -> Result<(Vec<Prompt>, Option<String>)> {
         let state = self.current();
         let sees = Sees::of(&state, caller).await;
-        let (lists, next) = self.listing::<Prompt>(&state, &sees, cursor).await?;
+        let (lists, next) = self.listing::<Prompt>(&state, (caller, &sees), cursor).await?;
         let mut prompts = Vec::new();
         for (server, list) in lists {
             for mut prompt in list {
@@ -403,7 +409,7 @@ impl Engine {
         params.name = prompt;
         let answer = send(
             &state,
-            &server,
+            (caller, &server),
             ClientRequest::GetPromptRequest(GetPromptRequest::new(params)),
         )
         .await?;
@@ -429,7 +435,7 @@ impl Engine {
     ) -> Result<(Vec<Resource>, Option<String>)> {
         let state = self.current();
         let sees = Sees::of(&state, caller).await;
-        let (lists, next) = self.listing::<Resource>(&state, &sees, cursor).await?;
+        let (lists, next) = self.listing::<Resource>(&state, (caller, &sees), cursor).await?;
         let order = config_order(&state);
         let mut table = self.routes.table();
         for (server, list) in &lists {
@@ -459,7 +465,9 @@ impl Engine {
     ) -> Result<(Vec<ResourceTemplate>, Option<String>)> {
         let state = self.current();
         let sees = Sees::of(&state, caller).await;
-        let (lists, next) = self.listing::<ResourceTemplate>(&state, &sees, cursor).await?;
+        let (lists, next) = self
+            .listing::<ResourceTemplate>(&state, (caller, &sees), cursor)
+            .await?;
         let order = config_order(&state);
         let mut table = self.routes.table();
         for (server, list) in &lists {
@@ -493,7 +501,7 @@ impl Engine {
         let shown = std::mem::replace(&mut params.uri, uri.clone());
         let answer = send(
             &state,
-            &server,
+            (caller, &server),
             ClientRequest::ReadResourceRequest(ReadResourceRequest::new(params)),
         )
         .await?;
@@ -540,15 +548,17 @@ impl Engine {
                 ))
             }
         };
-        if server
+        let through = state.connection_for(&server, caller).await?;
+        if through
+            .0
             .live_capabilities()
             .is_some_and(|c| !Kind::Completions.offered(&c))
         {
             return Ok(CompleteResult::default());
         }
-        let answer = send(
+        let answer = send_through(
             &state,
-            &server,
+            (caller, &through),
             ClientRequest::CompleteRequest(CompleteRequest::new(params)),
         )
         .await?;
@@ -568,9 +578,19 @@ impl Engine {
     pub async fn subscribe_resource(&self, caller: &Caller, uri: &str) -> Result<(String, String)> {
         let state = self.current();
         let (server, uri) = self.route_uri(&state, caller, uri).await?;
+        if server.is_per_user() {
+            // One subscription per URI whoever asked is what a shared connection holds; each
+            // caller's own connection would need its own, ended with its caller's session.
+            return Err(Error::ServerConnection {
+                server: server.spec.name.clone(),
+                source: UpstreamError::Failed {
+                    reason: "subscriptions to the resources of a per-user server are not served: read the resource again to see it now".to_owned(),
+                },
+            });
+        }
         let turn = self.subscriptions.turn(&server.spec.name);
         let _turn = turn.lock().await;
-        send(&state, &server, subscribe_request(&uri)).await?;
+        send(&state, (caller, &server), subscribe_request(&uri)).await?;
         let key = (server.spec.name.clone(), uri);
         let first = self.subscriptions.hold(&key);
         if first {
@@ -607,7 +627,8 @@ impl Engine {
         let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
             UnsubscribeRequestParams::new(key.1.clone()),
         ));
-        if let Err(error) = send(&state, server, request).await {
+        // Never a per-user server's: their subscriptions are refused.
+        if let Err(error) = send(&state, (&Caller::local(), server), request).await {
             tracing::debug!(server = %key.0, %error, "resources/unsubscribe downstream failed");
         }
     }
@@ -669,64 +690,84 @@ impl Engine {
     }
 }
 
-/// Each of `servers`' full list of `T`, in config order; a server that does not offer the
-/// kind, or fails, gives nothing (a failure is logged). An idle server's stored list answers
-/// for it; a list read in full is stored.
-async fn gather<T: Listed>(servers: &[Arc<Server>], state: &State) -> Vec<(String, Vec<T>)> {
-    let kind = T::KIND;
+/// Each of `servers`' full list of `T` for `caller`, in config order; a server that does not
+/// offer the kind, or fails, gives nothing (a failure is logged). An idle server's stored list
+/// answers for it; a list read in full is stored.
+///
+/// A per-user server's lists are the caller's own (a resource list is often an account's
+/// files): asked through the caller's own connection, never stored nor answered from a stored
+/// list. A caller who has not signed in gets nothing of it rather than an error: a listing
+/// gathers every server, and using one of its prompts or resources gives the sign-in link.
+async fn gather<T: Listed>(servers: &[Arc<Server>], state: &State, caller: &Caller) -> Vec<(String, Vec<T>)> {
     let lists = servers.iter().map(|server| async move {
         let name = server.spec.name.clone();
-        let mut items = Vec::new();
-        let store = state.snapshots();
-        if matches!(server.state(), ServerState::Idle) {
-            if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, T::STORED)) {
-                return (name, items);
+        if !server.is_per_user() {
+            return (name, list_of::<T>(server, state.snapshots()).await);
+        }
+        match state.signed_in_connection(server, caller).await {
+            Ok(Some((own, _))) => (name, list_of::<T>(&own, None).await),
+            Ok(None) => (name, Vec::new()),
+            Err(error) => {
+                tracing::warn!(server = %name, kind = ?T::KIND, %error, "left out of the listing");
+                (name, Vec::new())
             }
         }
-        let mut cursor = None;
-        let mut complete = false;
-        // A server known not to offer the kind is not asked (nor warned about).
-        let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
-        if not_offered() {
-            return (name, items);
+    });
+    join_all(lists).await
+}
+
+/// `server`'s full list of `T` (see [`gather`]), kept in `store` when one is given.
+async fn list_of<T: Listed>(server: &Arc<Server>, store: Option<&SnapshotStore>) -> Vec<T> {
+    let kind = T::KIND;
+    let name = server.spec.name.as_str();
+    let mut items = Vec::new();
+    if matches!(server.state(), ServerState::Idle) {
+        if let Some(items) = store.and_then(|s| s.load_offers(&server.spec, T::STORED)) {
+            return items;
         }
-        for _ in 0..MAX_PAGES {
-            let params = cursor
-                .take()
-                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-            let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
-            let answer = match server.request(T::request(params), timeout).await {
-                Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
-                    complete = true;
-                    break;
-                }
-                Ok((answer, _)) => answer,
-                Err(error) => {
-                    if !not_offered() {
-                        tracing::warn!(server = %name, ?kind, %error, "left out of the listing");
-                    }
-                    break;
-                }
-            };
-            let Some((more, next)) = T::page(answer) else {
-                tracing::warn!(server = %name, ?kind, "the server answered a listing with another result type");
-                break;
-            };
-            items.extend(more);
-            cursor = next;
-            if cursor.is_none() {
+    }
+    let mut cursor = None;
+    let mut complete = false;
+    // A server known not to offer the kind is not asked (nor warned about).
+    let not_offered = || server.live_capabilities().is_some_and(|c| !kind.offered(&c));
+    if not_offered() {
+        return items;
+    }
+    for _ in 0..MAX_PAGES {
+        let params = cursor
+            .take()
+            .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+        let timeout = Duration::from_millis(server.spec.startup_timeout_ms());
+        let answer = match server.request(T::request(params), timeout).await {
+            Ok((_, Some(capabilities))) if !kind.offered(&capabilities) => {
                 complete = true;
                 break;
             }
-        }
-        if complete {
-            if let Some(store) = store {
-                store.save_offers(&server.spec, T::STORED, &items);
+            Ok((answer, _)) => answer,
+            Err(error) => {
+                if !not_offered() {
+                    tracing::warn!(server = %name, ?kind, %error, "left out of the listing");
+                }
+                break;
             }
+        };
+        let Some((more, next)) = T::page(answer) else {
+            tracing::warn!(server = %name, ?kind, "the server answered a listing with another result type");
+            break;
+        };
+        items.extend(more);
+        cursor = next;
+        if cursor.is_none() {
+            complete = true;
+            break;
         }
-        (name, items)
-    });
-    join_all(lists).await
+    }
+    if complete {
+        if let Some(store) = store {
+            store.save_offers(&server.spec, T::STORED, &items);
+        }
+    }
+    items
 }
 
 /// The servers' names in config order.
@@ -769,12 +810,34 @@ fn paged<M: Default>(cursor: Option<PaginatedRequestParams>) -> RequestOptionalP
     }
 }
 
-/// Send `request` to `server` within its call timeout.
-async fn send(state: &State, server: &Arc<Server>, request: ClientRequest) -> Result<ServerResult> {
+/// Send `request` to `server` for `caller` within its call timeout: through the caller's own
+/// connection for a per-user server ([`Error::SignInRequired`] when they have not signed in).
+async fn send(
+    state: &State,
+    (caller, server): (&Caller, &Arc<Server>),
+    request: ClientRequest,
+) -> Result<ServerResult> {
+    let through = state.connection_for(server, caller).await?;
+    send_through(state, (caller, &through), request).await
+}
+
+/// [`send`] through the connection [`State::connection_for`] gave: a per-user server that
+/// refused the caller's token answers with a new sign-in link.
+async fn send_through(
+    state: &State,
+    (caller, (server, token)): (&Caller, &(Arc<Server>, Option<String>)),
+    request: ClientRequest,
+) -> Result<ServerResult> {
     let timeout = Duration::from_millis(state.spec_of(server).call_timeout_ms());
     let name = server.spec.name.clone();
     let method = request.method().to_owned();
-    match server.request(request, timeout).await {
+    let outcome = server.request(request, timeout).await;
+    if let (Err(_), Some(token)) = (&outcome, token) {
+        if let Some(again) = state.if_token_refused(caller, &name, token).await {
+            return Err(again);
+        }
+    }
+    match outcome {
         Ok((answer, _)) => Ok(answer),
         Err(source @ UpstreamError::Remote { .. }) => Err(Error::Request {
             server: name,

@@ -592,17 +592,30 @@ impl State {
                 return Ok(f(&catalog));
             }
         }
-        let source = match server.state() {
-            ServerState::Backoff { reason, until } => {
-                reason.unavailable(until.saturating_duration_since(tokio::time::Instant::now()))
-            }
-            ServerState::Failed { reason } => UpstreamError::Failed { reason },
-            _ => UpstreamError::handshake("still starting"),
-        };
-        Err(Error::ServerConnection {
-            server: name.to_owned(),
-            source,
-        })
+        Err(not_listed(server))
+    }
+
+    /// A per-user server whose tools no connection has listed yet (no snapshot, no list in
+    /// the store, no declared tools): list them through `caller`'s own connection, as a call
+    /// of one of them would, so a caller who signed in sees them, and one who has not gets
+    /// the same sign-in link ([`Error::SignInRequired`]). Nothing to do for any other server,
+    /// or once anyone's list is known (it is everyone's: see `upstream::supervisor::users`).
+    pub(super) async fn list_as_caller(&self, server: &Arc<Server>, caller: &Caller) -> Result<()> {
+        if !server.is_per_user() {
+            return Ok(());
+        }
+        self.indexed().await;
+        let name = server.spec.name.as_str();
+        if self.read_catalog().server_tools(name).is_some() {
+            return Ok(());
+        }
+        let (own, _) = self.caller_connection(server, caller).await?;
+        own.wait_settled(Duration::from_millis(self.spec_of(server).startup_timeout_ms()))
+            .await;
+        if self.read_catalog().server_tools(name).is_some() {
+            return Ok(());
+        }
+        Err(not_listed(&own))
     }
 
     /// What `caller` may see of the catalog (`None`: what it says, the local user's view).
@@ -632,6 +645,27 @@ impl State {
             tool: tool.to_owned(),
             suggestions,
         })
+    }
+}
+
+/// Why `server`'s tools are not known: what its connection is doing.
+fn not_listed(server: &Server) -> Error {
+    let source = match server.state() {
+        ServerState::Backoff { reason, until } => {
+            reason.unavailable(until.saturating_duration_since(tokio::time::Instant::now()))
+        }
+        ServerState::Failed { reason } => UpstreamError::Failed { reason },
+        // Its own handle never connects: each caller's does.
+        _ if server.is_per_user() => UpstreamError::NeedsSignIn {
+            detail:
+                "each caller signs in to it with their own account, and no one's connection has listed its tools yet"
+                    .to_owned(),
+        },
+        _ => UpstreamError::handshake("still starting"),
+    };
+    Error::ServerConnection {
+        server: server.spec.name.clone(),
+        source,
     }
 }
 

@@ -96,7 +96,11 @@ impl MetaTool {
             Self::Details(call) => call.apply(engine, &caller).await.map(|r| json_result(&r)),
             Self::Execute(call) => call.apply(engine, &caller, context).await,
         };
-        outcome.unwrap_or_else(|error| error_result(&error))
+        outcome.unwrap_or_else(|error| {
+            // `list_tools` of a per-user server nobody has listed yet: the caller's link.
+            let origin = super::sign_in::SignInOrigin::of_request(&context.extensions);
+            error_result(&super::sign_in::with_origin(error, origin.as_deref()))
+        })
     }
 }
 

@@ -90,12 +90,19 @@ pub(super) async fn list_prompts(
     shown(engine.list_prompts(caller, cursor).await)
 }
 
+/// Who asks: the caller, and the origin their sign-in links are served under (a per-user
+/// server they have not signed in to answers with one).
+pub(super) type Asker<'a> = (&'a Caller, Option<&'a str>);
+
 pub(super) async fn get_prompt(
     engine: &Engine,
-    caller: &Caller,
+    (caller, origin): Asker<'_>,
     params: GetPromptRequestParams,
 ) -> Result<GetPromptResult, ErrorData> {
-    engine.get_prompt(caller, params).await.map_err(|e| rpc_error(&e))
+    engine
+        .get_prompt(caller, params)
+        .await
+        .map_err(|e| asker_error(&e, origin))
 }
 
 pub(super) async fn list_resources(
@@ -116,10 +123,13 @@ pub(super) async fn list_resource_templates(
 
 pub(super) async fn read_resource(
     engine: &Engine,
-    caller: &Caller,
+    (caller, origin): Asker<'_>,
     params: ReadResourceRequestParams,
 ) -> Result<ReadResourceResult, ErrorData> {
-    let mut result = engine.read_resource(caller, params).await.map_err(|e| rpc_error(&e))?;
+    let mut result = engine
+        .read_resource(caller, params)
+        .await
+        .map_err(|e| asker_error(&e, origin))?;
     // A server of an older protocol leaves `resultType` out; a 2026-07-28 client must get it
     // (rmcp drops it again for older clients).
     result.result_type.get_or_insert(rmcp::model::ResultType::COMPLETE);
@@ -128,15 +138,29 @@ pub(super) async fn read_resource(
 
 pub(super) async fn complete(
     engine: &Engine,
-    caller: &Caller,
+    (caller, origin): Asker<'_>,
     params: CompleteRequestParams,
 ) -> Result<CompleteResult, ErrorData> {
-    engine.complete(caller, params).await.map_err(|e| rpc_error(&e))
+    engine
+        .complete(caller, params)
+        .await
+        .map_err(|e| asker_error(&e, origin))
 }
 
 fn bound(text: &mut Option<String>) {
     if let Some(Cow::Owned(cut)) = text.as_deref().map(|t| cut_text(t, FIELD_BYTES)) {
         *text = Some(cut);
+    }
+}
+
+/// [`rpc_error`], but a per-user server the caller has not signed in to answers with the
+/// URL-mode elicitation of their sign-in link (under `origin`), as a tool call's does.
+fn asker_error(error: &Error, origin: Option<&str>) -> ErrorData {
+    match error {
+        Error::SignInRequired { server, link } => {
+            super::sign_in::url_required_error(server, &super::sign_in::absolute(link, origin))
+        }
+        _ => rpc_error(error),
     }
 }
 

@@ -153,9 +153,16 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        offers::get_prompt(&self.engine, &Caller::of_request(&context.extensions), request)
-            .await
-            .map(Into::into)
+        offers::get_prompt(
+            &self.engine,
+            (
+                &Caller::of_request(&context.extensions),
+                sign_in_origin(&context).as_deref(),
+            ),
+            request,
+        )
+        .await
+        .map(Into::into)
     }
 
     async fn list_resources(
@@ -189,9 +196,16 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        offers::read_resource(&self.engine, &Caller::of_request(&context.extensions), request)
-            .await
-            .map(Into::into)
+        offers::read_resource(
+            &self.engine,
+            (
+                &Caller::of_request(&context.extensions),
+                sign_in_origin(&context).as_deref(),
+            ),
+            request,
+        )
+        .await
+        .map(Into::into)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -252,7 +266,15 @@ impl ServerHandler for Gateway {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        offers::complete(&self.engine, &Caller::of_request(&context.extensions), request).await
+        offers::complete(
+            &self.engine,
+            (
+                &Caller::of_request(&context.extensions),
+                sign_in_origin(&context).as_deref(),
+            ),
+            request,
+        )
+        .await
     }
 }
 
@@ -367,4 +389,9 @@ fn stdio_sockets() -> Option<(tokio::net::UnixStream, tokio::net::UnixStream)> {
         tokio::net::UnixStream::from_std(stream).ok()
     };
     Some((socket(std::io::stdin().as_fd())?, socket(std::io::stdout().as_fd())?))
+}
+
+/// The origin sign-in links are served under for this request (the HTTP face's).
+fn sign_in_origin(context: &RequestContext<RoleServer>) -> Option<String> {
+    super::sign_in::SignInOrigin::of_request(&context.extensions)
 }

@@ -91,6 +91,51 @@ pub(crate) async fn ask(
     }
 }
 
+/// `link` (a gateway path) under the request's sign-in origin, when the face gave one.
+pub(crate) fn absolute(link: &str, origin: Option<&str>) -> String {
+    match origin {
+        Some(origin) => format!("{origin}{link}"),
+        None => link.to_owned(),
+    }
+}
+
+/// `error` with its sign-in link, if it carries one, made absolute under `origin`: what a
+/// meta tool other than `execute_tool` answers for a per-user server the caller has not
+/// signed in to (as the tool error a client that cannot open links gets from a call).
+pub(crate) fn with_origin(error: Error, origin: Option<&str>) -> Error {
+    match error {
+        Error::SignInRequired { server, link } => Error::SignInRequired {
+            link: absolute(&link, origin),
+            server,
+        },
+        other => other,
+    }
+}
+
+/// The JSON-RPC error of a request other than a tool call (`prompts/get`, `resources/read`,
+/// `completion/complete`) that needs the caller's own sign-in to `server`: MCP 2025-11-25's
+/// `URLElicitationRequiredError` (-32042) carrying the URL-mode elicitation of `link`, which a
+/// client that declared `elicitation.url` opens before asking again; its message carries the
+/// link too, for a client that does not.
+pub(crate) fn url_required_error(server: &str, link: &str) -> rmcp::ErrorData {
+    let elicitation = json!({
+        "mode": "url",
+        "message": format!("Sign in to {server} with your own account, then ask again."),
+        "url": link,
+        "elicitationId": format!("sign-in-{}", crate::hash::random_hex(16)),
+    });
+    rmcp::ErrorData::new(
+        rmcp::model::ErrorCode(URL_ELICITATION_REQUIRED),
+        format!(
+            "SERVER_CONNECTION_ERROR: server `{server}` needs your own sign-in: open {link} in your browser, sign in, then ask again (the link works once, for 10 minutes)"
+        ),
+        Some(json!({ "elicitations": [elicitation] })),
+    )
+}
+
+/// MCP 2025-11-25's error code for a request that needs a URL-mode elicitation first.
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
 /// Whether the call's client can be asked to open a link: it can be asked at all, and it
 /// declared URL-mode elicitation.
 fn can_open_links(channel: &Channel) -> bool {
@@ -123,5 +168,32 @@ mod tests {
         assert_eq!(request["params"]["mode"], "url");
         assert_eq!(request["params"]["url"], "https://gw.example/connect/gh?state=abc");
         assert!(request["params"]["message"].as_str().unwrap().contains("gh"));
+    }
+
+    #[test]
+    fn a_request_that_is_not_a_tool_call_gets_the_link_in_a_url_elicitation_required_error() {
+        let error = url_required_error("gh", "https://gw.example/connect/gh?state=abc");
+        assert_eq!(error.code.0, -32042);
+        assert!(
+            error.message.contains("open https://gw.example/connect/gh?state=abc"),
+            "{}",
+            error.message
+        );
+        let data = error.data.unwrap();
+        let elicitation = &data["elicitations"][0];
+        assert_eq!(elicitation["mode"], "url");
+        assert_eq!(elicitation["url"], "https://gw.example/connect/gh?state=abc");
+        assert!(elicitation["elicitationId"].as_str().unwrap().starts_with("sign-in-"));
+        assert_eq!(
+            with_origin(
+                Error::SignInRequired {
+                    server: "gh".into(),
+                    link: "/connect/gh?state=abc".into()
+                },
+                Some("https://gw.example")
+            )
+            .to_string(),
+            "server `gh` needs your own sign-in: open https://gw.example/connect/gh?state=abc in your browser, sign in, then call the tool again (the link works once, for 10 minutes)"
+        );
     }
 }

@@ -636,6 +636,13 @@ impl<C: Connector> Handle<C> {
         Some(handle)
     }
 
+    /// The state of the caller `identity`'s own connection to this per-user server, if they
+    /// have one (`None` too when this is not a per-user server).
+    #[must_use]
+    pub fn caller_state(&self, identity: &str) -> Option<ServerState> {
+        self.users.as_ref()?.get(identity).map(|handle| handle.state())
+    }
+
     fn idle_timeout(&self) -> Duration {
         Duration::from_millis(self.idle_timeout_ms.load(Ordering::Relaxed))
     }
@@ -862,7 +869,8 @@ impl<C: Connector> Handle<C> {
     async fn session(self: &Arc<Self>) -> Result<Arc<C::Session>, UpstreamError> {
         if self.is_per_user() {
             return Err(UpstreamError::Failed {
-                reason: "each caller connects to this server with their own sign-in; prompts and resources of per-user servers are not served".to_owned(),
+                reason: "each caller connects to this server with their own sign-in, through their own connection"
+                    .to_owned(),
             });
         }
         let mut changes = self.state.subscribe();

@@ -112,10 +112,7 @@ impl ExecuteTool {
         let Err(Error::SignInRequired { server, link }) = &outcome else {
             return outcome;
         };
-        let link = match &leg.sign_in_origin {
-            Some(origin) => format!("{origin}{link}"),
-            None => link.clone(),
-        };
+        let link = sign_in::absolute(link, leg.sign_in_origin.as_deref());
         match sign_in::ask(engine, caller, &channel, (server, &link), &cancel).await {
             SignIn::Done => {
                 engine

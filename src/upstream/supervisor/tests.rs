@@ -583,6 +583,11 @@ async fn a_per_user_server_connects_once_per_caller_with_that_callers_token() {
         .await
         .unwrap();
     assert_eq!(s.fake.opens.load(Ordering::SeqCst), 2, "reused");
+    // Each caller's own connection has its own state; one who has none has no state there.
+    assert_eq!(gh.caller_state("alice"), Some(ServerState::Ready));
+    assert_eq!(gh.caller_state("carol"), None);
+    assert_eq!(gh.state(), ServerState::Idle);
+    assert_eq!(s.supervisor.get("shared").unwrap().caller_state("alice"), None);
 
     // A new token (refreshed) opens a new connection; the old one is retired and closed.
     let renewed = gh.for_caller("alice", "alice-token-2").unwrap();

@@ -7,8 +7,10 @@
 //! changed (refreshed, or signed in again) is replaced, the old one retired once its calls end.
 //! At most `maxUserConnections` handles are kept per server; past it the least recently used is
 //! retired. Their tool lists are reported under the server's name: the catalog holds the list
-//! the last caller's connection gave (servers that list other tools per account should declare
-//! `tools`).
+//! the last caller's connection gave, snapshotted and shared through the store like any
+//! server's, and shown to every caller the rules let see it — a server lists the same tools to
+//! every account (what a tool may touch is the account's business, checked when it runs).
+//! Their prompts and resources are the caller's own, never kept (`engine::offers`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -73,6 +75,11 @@ impl<C: Connector> Users<C> {
             },
         );
         (handle, retired)
+    }
+
+    /// The handle of `identity`, if one is open (whatever token it was opened with).
+    pub(super) fn get(&self, identity: &str) -> Option<Arc<Handle<C>>> {
+        lock(&self.by_caller).get(identity).map(|e| e.handle.clone())
     }
 
     /// Every handle, taken out (the server closes or is retired).
