@@ -138,6 +138,12 @@ impl TokenStore {
         }
     }
 
+    /// A store kept in `file` and `keychain` (tests elsewhere in `oauth`).
+    #[cfg(test)]
+    pub(super) fn at_file(server: &str, resource: &str, file: PathBuf, keychain: &'static Keychain) -> Self {
+        Self::with(server, resource, Some(Place::at(file)), keychain)
+    }
+
     /// Read the store again on the next load (another process may have signed in).
     pub(crate) fn reread(&self) {
         if self.place.is_some() {
