@@ -414,7 +414,9 @@ pub(super) async fn due(credentials: &StoreCredentials, rejected: Option<&str>) 
             .and_then(|r| fresh_token(r, stored.token_received_at))
             .filter(|token| Some(token.as_str()) != rejected)
     };
-    let Some(stored) = credentials.load().await? else { return Ok(Due::Missing) };
+    let Some(stored) = credentials.load().await? else {
+        return Ok(Due::Missing);
+    };
     if stored.token_response.is_none() {
         return Ok(Due::Missing);
     }
@@ -422,7 +424,9 @@ pub(super) async fn due(credentials: &StoreCredentials, rejected: Option<&str>) 
         return Ok(Due::Fresh(fresh));
     }
     let held = Held::take(credentials).await?;
-    let Some(stored) = credentials.load().await? else { return Ok(Due::Missing) };
+    let Some(stored) = credentials.load().await? else {
+        return Ok(Due::Missing);
+    };
     if stored.token_response.is_none() {
         return Ok(Due::Missing);
     }
@@ -438,7 +442,10 @@ pub(super) async fn due(credentials: &StoreCredentials, rejected: Option<&str>) 
 
 /// The access token of `response` unless it expires within [`REFRESH_AHEAD_SECS`] (read
 /// through its JSON: rmcp does not re-export the `oauth2` trait that reads it).
-pub(super) fn fresh_token(response: &rmcp::transport::auth::OAuthTokenResponse, received_at: Option<u64>) -> Option<String> {
+pub(super) fn fresh_token(
+    response: &rmcp::transport::auth::OAuthTokenResponse,
+    received_at: Option<u64>,
+) -> Option<String> {
     let fields = serde_json::to_value(response).ok()?;
     let token = fields.get("access_token")?.as_str()?.to_owned();
     match (

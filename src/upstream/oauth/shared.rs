@@ -151,9 +151,9 @@ impl SharedSignIn {
         self.migrate().await;
         // `due` takes the lock through the credentials' own handle, not through rmcp.
         match per_user::due(&self.credentials, rejected).await {
-            Err(AuthError::CredentialStoreError(reason)) => self.remembered(rejected).ok_or_else(|| {
-                AuthError::CredentialStoreError(reason)
-            }),
+            Err(AuthError::CredentialStoreError(reason)) => self
+                .remembered(rejected)
+                .ok_or_else(|| AuthError::CredentialStoreError(reason)),
             outcome => outcome,
         }
     }
@@ -192,7 +192,10 @@ impl SharedSignIn {
         self.migrate().await;
         match self.credentials.load().await {
             Ok(found) => {
-                self.last.lock().unwrap_or_else(PoisonError::into_inner).clone_from(&found);
+                self.last
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone_from(&found);
                 Ok(found)
             }
             Err(error) => match self.last.lock().unwrap_or_else(PoisonError::into_inner).clone() {
@@ -246,12 +249,7 @@ impl SharedSignIn {
                 .await
                 .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
         }
-        if self
-            .credentials
-            .load()
-            .await?
-            .is_some_and(|c| c.client_id == client_id)
-        {
+        if self.credentials.load().await?.is_some_and(|c| c.client_id == client_id) {
             *self.last.lock().unwrap_or_else(PoisonError::into_inner) = None;
             self.credentials.clear().await?;
         }
@@ -284,7 +282,9 @@ impl SharedSignIn {
         if self.migrated.swap(true, Ordering::Relaxed) {
             return;
         }
-        let Ok(None) = self.credentials.load().await else { return };
+        let Ok(None) = self.credentials.load().await else {
+            return;
+        };
         let Ok(Some(kept)) = local.load().await else { return };
         if kept.token_response.is_none() {
             return;
@@ -378,9 +378,14 @@ mod tests {
         let redis = RedisServer::start();
         let store = redis.store(Some(KEY));
         let (a, b) = (replica(&store, "linear"), replica(&store, "linear"));
-        a.save(credentials("shared-access-token-0123456789", "shared-refresh-0123456789", 3600, now()))
-            .await
-            .unwrap();
+        a.save(credentials(
+            "shared-access-token-0123456789",
+            "shared-refresh-0123456789",
+            3600,
+            now(),
+        ))
+        .await
+        .unwrap();
         assert!(matches!(b.due(None).await.unwrap(), Due::Fresh(t) if t == "shared-access-token-0123456789"));
         // Another server, or another URL of the same server, has no sign-in.
         assert!(matches!(replica(&store, "jira").due(None).await.unwrap(), Due::Missing));
@@ -399,10 +404,20 @@ mod tests {
         let redis = RedisServer::start();
         let store = redis.store(Some(KEY));
         let (a, b) = (replica(&store, "gh"), replica(&store, "gh"));
-        a.save(credentials("old-access-token-0123456789", "refresh-one-0123456789", 3600, now() - 7200))
-            .await
-            .unwrap();
-        let Due::Refresh { stored, credentials: locked, held } = a.due(None).await.unwrap() else {
+        a.save(credentials(
+            "old-access-token-0123456789",
+            "refresh-one-0123456789",
+            3600,
+            now() - 7200,
+        ))
+        .await
+        .unwrap();
+        let Due::Refresh {
+            stored,
+            credentials: locked,
+            held,
+        } = a.due(None).await.unwrap()
+        else {
             panic!("an expired token is due");
         };
         assert_eq!(access(&stored), "old-access-token-0123456789");
@@ -411,7 +426,12 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(!waiting.is_finished(), "B waits while A refreshes");
         locked
-            .save(credentials("new-access-token-0123456789", "refresh-two-0123456789", 3600, now()))
+            .save(credentials(
+                "new-access-token-0123456789",
+                "refresh-two-0123456789",
+                3600,
+                now(),
+            ))
             .await
             .unwrap();
         drop(held);
@@ -427,9 +447,14 @@ mod tests {
     async fn a_refused_token_is_due_unless_another_replica_replaced_it() {
         let store = Store::memory();
         let a = replica(&store, "gh");
-        a.save(credentials("refused-access-token-0123", "refresh-0123456789", 3600, now()))
-            .await
-            .unwrap();
+        a.save(credentials(
+            "refused-access-token-0123",
+            "refresh-0123456789",
+            3600,
+            now(),
+        ))
+        .await
+        .unwrap();
         assert!(matches!(
             a.due(Some("refused-access-token-0123")).await.unwrap(),
             Due::Refresh { .. }
@@ -447,9 +472,14 @@ mod tests {
         let redis = RedisServer::start();
         let store = redis.store(Some(KEY));
         let a = replica(&store, "gh");
-        a.save(credentials("kept-access-token-0123456789", "refresh-0123456789", 3600, now()))
-            .await
-            .unwrap();
+        a.save(credentials(
+            "kept-access-token-0123456789",
+            "refresh-0123456789",
+            3600,
+            now(),
+        ))
+        .await
+        .unwrap();
         assert!(matches!(a.due(None).await.unwrap(), Due::Fresh(_)));
         drop(redis);
         assert!(matches!(a.due(None).await.unwrap(), Due::Fresh(t) if t == "kept-access-token-0123456789"));
@@ -469,9 +499,14 @@ mod tests {
         a.remember_client("https://as.example", client.clone()).await.unwrap();
         assert!(b.registered_client("https://as.example").await == Some(client));
         assert!(b.registered_client("https://other.example").await.is_none());
-        a.save(credentials("access-token-0123456789", "refresh-0123456789", 3600, now()))
-            .await
-            .unwrap();
+        a.save(credentials(
+            "access-token-0123456789",
+            "refresh-0123456789",
+            3600,
+            now(),
+        ))
+        .await
+        .unwrap();
         assert!(b.forget().await.unwrap());
         assert!(a.registered_client("https://as.example").await.is_none());
         assert!(matches!(a.due(None).await.unwrap(), Due::Missing));
@@ -485,7 +520,12 @@ mod tests {
         let keychain: &'static Keychain = Box::leak(Box::new(Keychain::new(vault, TIMEOUT, true)));
         let local = TokenStore::at_file("gh", RESOURCE, dir.path().join("gh.json"), keychain);
         local
-            .save(credentials("local-access-token-0123456789", "local-refresh-0123456789", 3600, now()))
+            .save(credentials(
+                "local-access-token-0123456789",
+                "local-refresh-0123456789",
+                3600,
+                now(),
+            ))
             .await
             .unwrap();
         let client = RegisteredClient {
@@ -493,7 +533,10 @@ mod tests {
             client_secret: None,
             redirect_uri: "http://127.0.0.1:4321/callback".into(),
         };
-        local.remember_client("https://as.example", client.clone()).await.unwrap();
+        local
+            .remember_client("https://as.example", client.clone())
+            .await
+            .unwrap();
         let store = Store::memory();
         let shared = SharedSignIn::new(&store, "gh", RESOURCE, Some(local.clone()));
         assert!(matches!(shared.due(None).await.unwrap(), Due::Fresh(t) if t == "local-access-token-0123456789"));
@@ -507,8 +550,14 @@ mod tests {
     #[tokio::test]
     async fn without_a_store_key_a_shared_store_leaves_the_sign_in_on_this_machine() {
         let redis = RedisServer::start();
-        assert!(matches!(Keeper::new("gh", RESOURCE, Some(&redis.store(None))), Keeper::Local(_)));
-        assert!(matches!(Keeper::new("gh", RESOURCE, Some(&redis.store(Some(KEY)))), Keeper::Shared(_)));
+        assert!(matches!(
+            Keeper::new("gh", RESOURCE, Some(&redis.store(None))),
+            Keeper::Local(_)
+        ));
+        assert!(matches!(
+            Keeper::new("gh", RESOURCE, Some(&redis.store(Some(KEY)))),
+            Keeper::Shared(_)
+        ));
         assert!(matches!(Keeper::new("gh", RESOURCE, None), Keeper::Local(_)));
     }
 }
