@@ -7,19 +7,19 @@
 // No token or client secret is in either replica's home or state folder: they are in the store,
 // sealed.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { metaCall, startRedis, startReplica, stopReplica } from './cluster.mjs';
-import { root, tempDir } from './helpers.mjs';
+import { debugBinary, metaCall, startRedis, startReplica, stopReplica } from './cluster.mjs';
+import { isolatedEnv, root, tempDir } from './helpers.mjs';
 
 const browser = join(root, '__test__/fixtures/approve-browser.mjs');
 
 /** The fixture authorization server + protected MCP server; resolves once it listens. */
-async function startOAuthServer() {
-  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startOAuthServer(env = {}) {
+  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   const port = await new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (chunk) => {
@@ -42,27 +42,39 @@ function filesUnder(dir) {
 
 let redis;
 let oauth;
+let machineOAuth;
 const replicas = [];
+const MACHINE_CLIENT = `machine-client:machine-secret-${randomBytes(16).toString('hex')}`;
 
 before(async () => {
   redis = await startRedis();
   oauth = await startOAuthServer();
+  machineOAuth = await startOAuthServer({ MACHINE_CLIENT });
 });
 
 after(async () => {
   for (const replica of replicas) await stopReplica(replica);
   oauth?.child.kill();
+  machineOAuth?.child.kill();
   await redis?.stop();
 });
 
-test('replicas sharing a store sign in once and refresh once', { timeout: 120_000 }, async () => {
+/** A config of the server `secure` at `url` (`oauth`: its connection.oauth) and the shared store. */
+function sharedConfig(url, oauthSpec = undefined) {
   const config = join(tempDir('anygpt-shared-sign-in-'), 'config.json');
   writeFileSync(config, JSON.stringify({
     discovery: {
-      servers: [{ name: 'secure', startupTimeoutMs: 8000, timeoutMs: 20000, connection: { type: 'http', url: oauth.url } }],
+      servers: [{ name: 'secure', startupTimeoutMs: 8000, timeoutMs: 20000, connection: { type: 'http', url, ...(oauthSpec ? { oauth: oauthSpec } : {}) } }],
       store: { url: redis.url, key: randomBytes(32).toString('base64'), prefix: `signin${randomBytes(3).toString('hex')}` },
     },
   }));
+  return config;
+}
+
+const whoami = (replica) => metaCall(replica.url, 'execute_tool', { server: 'secure', tool: 'whoami', arguments: {} });
+
+test('replicas sharing a store sign in once and refresh once', { timeout: 120_000 }, async () => {
+  const config = sharedConfig(oauth.url);
   const modeFile = join(tempDir(), 'browser-mode');
   writeFileSync(modeFile, 'approve');
   const withBrowser = { BROWSER: `${JSON.stringify(process.execPath)} ${JSON.stringify(browser)}`, BROWSER_MODE_FILE: modeFile, ANYGPT_LOG: 'info' };
@@ -72,7 +84,6 @@ test('replicas sharing a store sign in once and refresh once', { timeout: 120_00
   replicas.push(a);
   const b = await startReplica('b', config, { env: noBrowser });
   replicas.push(b);
-  const whoami = (replica) => metaCall(replica.url, 'execute_tool', { server: 'secure', tool: 'whoami', arguments: {} });
 
   const first = await whoami(a);
   assert.match(JSON.stringify(first.answer), /signed-in user/, JSON.stringify(first.answer));
@@ -93,6 +104,14 @@ test('replicas sharing a store sign in once and refresh once', { timeout: 120_00
   assert.equal(stats.refused, 0, 'no replica spent a refresh token another one had rotated');
   assert.equal(stats.authorizations, 1, 'nobody had to sign in again');
 
+  // `auth status` and `auth logout`, run anywhere with the same config, see the store's sign-in.
+  const cli = (...args) => spawnSync(debugBinary, ['--config', config, ...args], { env: isolatedEnv(), encoding: 'utf8', timeout: 60_000 });
+  const status = cli('auth', 'status', 'secure');
+  assert.match(status.stdout, /secure: signed in .*tokens in the shared store \(redis:\/\/127\.0\.0\.1:\d+\)/, status.stdout + status.stderr);
+  const logout = cli('auth', 'logout', 'secure');
+  assert.match(logout.stdout, /secure: signed out/, logout.stdout + logout.stderr);
+  assert.match(cli('auth', 'status', 'secure').stdout, /secure: not signed in/);
+
   // Nothing of the sign-in is on either replica's disk: it is sealed in the store.
   const tokenShaped = /\b(at|rt|secret)-[A-Za-z0-9_-]{30,}/;
   for (const replica of [a, b]) {
@@ -101,4 +120,19 @@ test('replicas sharing a store sign in once and refresh once', { timeout: 120_00
     }
     assert.doesNotMatch(replica.stderr(), tokenShaped);
   }
+});
+
+test('replicas sharing a store share one client-credentials token', { timeout: 120_000 }, async () => {
+  const [id, secret] = MACHINE_CLIENT.split(':');
+  const config = sharedConfig(machineOAuth.url, { grant: 'clientCredentials', clientId: id, clientSecret: secret });
+  const started = await Promise.all(['c', 'd'].map((name) => startReplica(name, config, { env: { ANYGPT_LOG: 'info' } })));
+  replicas.push(...started);
+  // Both at once: one grant, whose token the other replica takes from the store.
+  const answers = await Promise.all(started.map(whoami));
+  for (const [i, answer] of answers.entries()) {
+    assert.match(JSON.stringify(answer.answer), /signed-in user machine/, `${JSON.stringify(answer.answer)}\n${started[i].stderr()}`);
+  }
+  const stats = await machineOAuth.admin('stats');
+  assert.equal(stats.clientCredentialsGrants, 1, 'one grant for both replicas');
+  for (const replica of started) assert.doesNotMatch(replica.stderr(), new RegExp(secret));
 });

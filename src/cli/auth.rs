@@ -3,9 +3,10 @@
 //!
 //! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
 //! browser (or prints the address) and waits for it; the tokens land in the token store the
-//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. `status`
-//! says where each server's tokens are (the OS keychain or the file); `logout` deletes them from
-//! both. No token text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
+//! gateway reads (`upstream::oauth`) — the shared store when the config names one, so every
+//! replica uses them — and a running gateway's next attempt uses them. `status` says where each
+//! server's tokens are (the shared store, the OS keychain or the file); `logout` deletes them
+//! from all three. No token text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
 //! Exit codes: 0 done, 1 bad arguments, 2 a bad config, no such server, a server that cannot
 //! sign in as configured, or tokens that cannot be deleted, 3 a failed sign-in.
 

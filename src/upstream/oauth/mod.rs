@@ -20,7 +20,9 @@
 //! server: a call of its tools in flight ([`sign_in_wanted`]) or `auth login`; a background
 //! connect of a server nobody used fails at once with [`NEEDS_SIGN_IN`] instead (it still joins
 //! a sign-in already open, and still refreshes a token silently). Tokens live in `store` (the
-//! OS keychain, else an owner-only file; per server and resource), registered as secrets of
+//! OS keychain, else an owner-only file; per server and resource) — or, with a shared
+//! `discovery.store`, sealed there for every replica (`shared`: one sign-in, one refresh under
+//! the store's lock) — registered as secrets of
 //! their server, beside the client registered dynamically at each authorization server: a
 //! restart reuses that client (on the loopback port it was registered with) instead of
 //! registering another, and drops it when the authorization server answers `invalid_client`.

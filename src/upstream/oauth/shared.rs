@@ -444,6 +444,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_grant_without_a_person_runs_on_one_replica_and_the_others_take_its_token() {
+        let redis = RedisServer::start();
+        let store = redis.store(Some(KEY));
+        let (a, b) = (replica(&store, "cc"), replica(&store, "cc"));
+        let (held, found) = a.exclusive(None).await.unwrap();
+        assert_eq!(found, None, "nobody got a token yet: A asks for one");
+        let waiting = tokio::spawn(async move { b.exclusive(None).await.map(|(_, found)| found) });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "B waits while A's grant runs");
+        a.save(credentials(
+            "granted-access-token-0123456789",
+            "unused-refresh-0123456789",
+            3600,
+            now(),
+        ))
+        .await
+        .unwrap();
+        drop(held);
+        let found = tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            found.as_deref(),
+            Some("granted-access-token-0123456789"),
+            "B uses A's token"
+        );
+        // A token the server refused is not taken for another replica's.
+        let (_, refused) = a.exclusive(Some("granted-access-token-0123456789")).await.unwrap();
+        assert_eq!(refused, None);
+    }
+
+    #[tokio::test]
     async fn a_refused_token_is_due_unless_another_replica_replaced_it() {
         let store = Store::memory();
         let a = replica(&store, "gh");
