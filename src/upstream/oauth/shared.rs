@@ -44,7 +44,7 @@ impl Keeper {
         match shared {
             Some(store) if store.can_seal() => Self::Shared(SharedSignIn::new(store, server, resource, Some(local))),
             Some(_) => {
-                tracing::warn!(%server, "discovery.store.key is not set: this server's sign-in stays on this machine (each replica signs in on its own)");
+                warn_once_unsealed(server);
                 Self::Local(local)
             }
             None => Self::Local(local),
@@ -108,6 +108,15 @@ impl CredentialStore for Keeper {
             Self::Local(local) => local.clear().await,
             Self::Shared(shared) => shared.credentials.clear().await,
         }
+    }
+}
+
+/// Say once per server (a keeper is made per connect attempt) that its sign-in is not shared.
+fn warn_once_unsealed(server: &str) {
+    static WARNED: Mutex<Option<std::collections::HashSet<String>>> = Mutex::new(None);
+    let mut warned = WARNED.lock().unwrap_or_else(PoisonError::into_inner);
+    if warned.get_or_insert_with(Default::default).insert(server.to_owned()) {
+        tracing::warn!(%server, "discovery.store.key is not set: this server's sign-in stays on this machine (each replica signs in on its own)");
     }
 }
 
