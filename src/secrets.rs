@@ -752,12 +752,29 @@ fn mask_spans(text: &str, spans: Vec<(usize, usize)>) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Tokens of one server kept beyond those in use ([`register_tokens`]): the most recently used
+/// this many.
+const MAX_TOKENS_PER_SERVER: usize = 512;
+/// A token used within this long is never forgotten, however many came after it: a call or a
+/// connection may still carry it (calls, and idle connections, end well within it).
+const TOKEN_IN_USE: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+
+/// One registered secret of one server (or of the gateway's own: `(environment)`, `store`…).
+struct Entry {
+    server: String,
+    value: SecretString,
+    /// `None`: from the config or the environment, kept for the life of the process. `Some`: a
+    /// token that comes and goes (OAuth), with when it was last registered or used.
+    used: Option<std::time::Instant>,
+}
+
 /// The register: every secret of every server launched in this process (a reload or a second
-/// engine adds to it; a secret once seen stays one), and the automaton that finds them all in
-/// one pass over a text.
+/// engine adds to it; a configured secret once seen stays one; tokens stay while in use and
+/// among their server's most recent, [`register_tokens`]), and the automaton that finds them
+/// all in one pass over a text.
 #[derive(Default)]
 struct Register {
-    entries: Vec<(String, SecretString)>,
+    entries: Vec<Entry>,
     finder: Option<Arc<AhoCorasick>>,
     /// Server names: never secrets, whatever they look like (see [`declare_names`]).
     names: BTreeSet<String>,
@@ -783,7 +800,7 @@ pub fn declare_names<'a>(names: impl IntoIterator<Item = &'a str>) {
     register.names.extend(fresh.iter().map(|n| (*n).to_owned()));
     let before = register.entries.len();
     let names = std::mem::take(&mut register.names);
-    register.entries.retain(|(_, s)| !names.contains(s.expose_secret()));
+    register.entries.retain(|e| !names.contains(e.value.expose_secret()));
     register.names = names;
     if register.entries.len() != before {
         rebuild_finder(&mut register);
@@ -791,7 +808,7 @@ pub fn declare_names<'a>(names: impl IntoIterator<Item = &'a str>) {
 }
 
 fn rebuild_finder(register: &mut Register) {
-    let patterns: Vec<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
+    let patterns: Vec<&str> = register.entries.iter().map(|e| e.value.expose_secret()).collect();
     // Standard semantics: every match, overlapping ones too, so the masking rule can pick.
     register.finder = if patterns.is_empty() {
         None
@@ -844,7 +861,9 @@ pub fn register_all<'a, V: IntoIterator<Item = String>>(servers: impl IntoIterat
     let mut register = REGISTER.write().unwrap_or_else(PoisonError::into_inner);
     // Borrowed views only, so no secret is copied into a plain string to compare it.
     let new: Vec<bool> = {
-        let mut known: HashSet<&str> = register.entries.iter().map(|(_, s)| s.expose_secret()).collect();
+        // A token registered again as a setting (a per-caller connection's `Authorization`
+        // header) stays a token: it goes when its caller's use of it does.
+        let mut known: HashSet<&str> = register.entries.iter().map(|e| e.value.expose_secret()).collect();
         known.extend(register.names.iter().map(String::as_str));
         fresh.iter().map(|(_, v)| known.insert(v.as_str())).collect()
     };
@@ -853,10 +872,84 @@ pub fn register_all<'a, V: IntoIterator<Item = String>>(servers: impl IntoIterat
     }
     for ((server, value), new) in fresh.into_iter().zip(new) {
         if new {
-            register.entries.push((server.to_owned(), SecretString::from(value)));
+            register.entries.push(Entry {
+                server: server.to_owned(),
+                value: SecretString::from(value),
+                used: None,
+            });
         }
     }
     rebuild_finder(&mut register);
+}
+
+/// Register `values` as tokens of `server` (OAuth access, refresh and id tokens), or mark them
+/// used now when they are registered already. Unlike [`register`], which keeps a secret for the
+/// life of the process, a token is forgotten once it is neither among its server's
+/// [`MAX_TOKENS_PER_SERVER`] most recently used nor used within [`TOKEN_IN_USE`]: a gateway with
+/// per-user servers sees a new token per caller per refresh, and must not keep them all. Every
+/// use of a token registers it again (it is read through the token store, which calls this
+/// each time), so a forgotten token that comes back into use is a secret again before it is
+/// sent.
+pub fn register_tokens(server: &str, values: impl IntoIterator<Item = String>) {
+    register_tokens_at(server, values, std::time::Instant::now());
+}
+
+/// [`register_tokens`], used at `used`.
+fn register_tokens_at(server: &str, values: impl IntoIterator<Item = String>, used: std::time::Instant) {
+    let fresh: Vec<String> = values
+        .into_iter()
+        .map(|v| v.trim().to_owned())
+        .filter(|v| v.chars().count() >= MIN_SECRET_CHARS)
+        .collect();
+    if fresh.is_empty() {
+        return;
+    }
+    let mut register = REGISTER.write().unwrap_or_else(PoisonError::into_inner);
+    let mut changed = false;
+    for value in fresh {
+        if register.names.contains(&value) {
+            continue;
+        }
+        if let Some(entry) = register.entries.iter_mut().find(|e| e.value.expose_secret() == value) {
+            // A configured secret (`used: None`) stays one for good.
+            if let Some(last) = &mut entry.used {
+                *last = used.max(*last);
+            }
+            continue;
+        }
+        register.entries.push(Entry {
+            server: server.to_owned(),
+            value: SecretString::from(value),
+            used: Some(used),
+        });
+        changed = true;
+    }
+    changed |= forget_stale_tokens(&mut register, server, std::time::Instant::now());
+    if changed {
+        rebuild_finder(&mut register);
+    }
+}
+
+/// Forget the tokens of `server` beyond its [`MAX_TOKENS_PER_SERVER`] most recently used that
+/// were not used within [`TOKEN_IN_USE`]; whether any was.
+fn forget_stale_tokens(register: &mut Register, server: &str, now: std::time::Instant) -> bool {
+    let mut uses: Vec<std::time::Instant> = register
+        .entries
+        .iter()
+        .filter(|e| e.server == server)
+        .filter_map(|e| e.used)
+        .collect();
+    if uses.len() <= MAX_TOKENS_PER_SERVER {
+        return false;
+    }
+    uses.sort_unstable_by(|a, b| b.cmp(a));
+    // Kept: the most recent ones, and any used within the window.
+    let oldest_kept = uses[MAX_TOKENS_PER_SERVER - 1].min(now.checked_sub(TOKEN_IN_USE).unwrap_or(now));
+    let before = register.entries.len();
+    register
+        .entries
+        .retain(|e| e.server != server || e.used.is_none_or(|used| used >= oldest_kept));
+    register.entries.len() != before
 }
 
 /// Register the secrets of a stdio server's expanded launch spec: `env` values (by name and
@@ -950,7 +1043,7 @@ pub fn registered_count(server: &str) -> usize {
         .unwrap_or_else(PoisonError::into_inner)
         .entries
         .iter()
-        .filter(|(s, _)| s == server)
+        .filter(|e| e.server == server)
         .count()
 }
 
@@ -1546,5 +1639,93 @@ mod tests {
     fn secret_strings_do_not_print() {
         let secret = SecretString::from("sk-live-never-printed".to_owned());
         assert!(!format!("{secret:?}").contains("never"));
+    }
+
+    /// A token of `server` shaped so that it is masked glued to other text.
+    fn token(server: &str, i: usize) -> String {
+        format!("{server}-tok-{i:05}-Zq8xW2mP")
+    }
+
+    fn ago(seconds: u64) -> std::time::Instant {
+        std::time::Instant::now()
+            .checked_sub(std::time::Duration::from_secs(seconds))
+            .expect("the clock runs for hours")
+    }
+
+    #[test]
+    fn tokens_out_of_use_are_forgotten_beyond_the_most_recent_of_their_server() {
+        let server = "lru-forgotten";
+        let older: Vec<String> = (0..10).map(|i| token(server, i)).collect();
+        register_tokens_at(server, older.clone(), ago(7300));
+        register_tokens_at(
+            server,
+            (10..MAX_TOKENS_PER_SERVER + 10).map(|i| token(server, i)),
+            ago(7200),
+        );
+        assert_eq!(registered_count(server), MAX_TOKENS_PER_SERVER, "bounded");
+        let oldest = &older[0];
+        assert_eq!(
+            scrub(&format!("old {oldest}")),
+            format!("old {oldest}"),
+            "the least recently used is forgotten"
+        );
+        let newest = token(server, MAX_TOKENS_PER_SERVER + 9);
+        assert_eq!(scrub(&format!("new {newest}")), "new ***");
+        // Another server's tokens do not push these out.
+        register_tokens("lru-other", (0..20).map(|i| token("lru-other", i)));
+        assert_eq!(registered_count(server), MAX_TOKENS_PER_SERVER);
+        // A forgotten token that is used again is a secret again before it is sent.
+        register_tokens(server, [oldest.clone()]);
+        assert_eq!(scrub(&format!("old {oldest}")), "old ***");
+    }
+
+    #[test]
+    fn a_token_in_use_is_never_forgotten_however_many_come_after_it() {
+        let server = "lru-in-use";
+        let live = token(server, 0);
+        register_tokens_at(server, [live.clone()], ago(30 * 60));
+        register_tokens_at(server, (1..=5).map(|i| token(server, i)), ago(7000));
+        // More tokens than are kept, all used after it.
+        register_tokens(server, (10..MAX_TOKENS_PER_SERVER + 10).map(|i| token(server, i)));
+        assert_eq!(
+            scrub(&format!("still {live}")),
+            "still ***",
+            "used half an hour ago: in use"
+        );
+        let gone = token(server, 1);
+        assert_eq!(
+            scrub(&format!("gone {gone}")),
+            format!("gone {gone}"),
+            "out of use and not recent"
+        );
+        assert_eq!(registered_count(server), MAX_TOKENS_PER_SERVER + 1);
+    }
+
+    #[test]
+    fn a_configured_secret_is_kept_even_when_it_is_also_seen_as_a_token() {
+        let server = "lru-configured";
+        let configured = "lru-configured-secret-Zq8xW2mP".to_owned();
+        register(server, [configured.clone()]);
+        register_tokens_at(server, [configured.clone(), token(server, 0)], ago(7200));
+        register_tokens(server, (1..=MAX_TOKENS_PER_SERVER).map(|i| token(server, i)));
+        let gone = token(server, 0);
+        assert_eq!(scrub(&format!("gone {gone}")), format!("gone {gone}"));
+        assert_eq!(scrub(&format!("key {configured}")), "key ***");
+    }
+
+    #[test]
+    fn a_token_registered_again_as_a_setting_stays_a_token() {
+        // A per-caller connection sends its token in a header, which registers it as a setting.
+        let server = "lru-header";
+        let header = "lru-header-token-Zq8xW2mP".to_owned();
+        register_tokens_at(server, [header.clone()], ago(7200));
+        register(server, [header.clone()]);
+        assert_eq!(scrub(&format!("is {header}")), "is ***");
+        register_tokens(server, (0..MAX_TOKENS_PER_SERVER).map(|i| token(server, i)));
+        assert_eq!(
+            scrub(&format!("was {header}")),
+            format!("was {header}"),
+            "forgotten with the tokens"
+        );
     }
 }

@@ -3,9 +3,10 @@
 //!
 //! `login` connects the server as the gateway would, and when it asks for a sign-in opens the
 //! browser (or prints the address) and waits for it; the tokens land in the token store the
-//! gateway reads (`upstream::oauth`), so a running gateway's next attempt uses them. `status`
-//! says where each server's tokens are (the OS keychain or the file); `logout` deletes them from
-//! both. No token text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
+//! gateway reads (`upstream::oauth`) — the shared store when the config names one, so every
+//! replica uses them — and a running gateway's next attempt uses them. `status` says where each
+//! server's tokens are (the shared store, the OS keychain or the file); `logout` deletes them
+//! from all three. No token text is ever printed. Output goes through the CLI's output layer (`--json`: one document).
 //! Exit codes: 0 done, 1 bad arguments, 2 a bad config, no such server, a server that cannot
 //! sign in as configured, or tokens that cannot be deleted, 3 a failed sign-in.
 
@@ -16,6 +17,7 @@ use clap::{Args, Subcommand};
 use super::{exit, output::Ui};
 use crate::config::{Config, ServerSpec, TransportKind};
 use crate::error::ErrorCode;
+use crate::store::Store;
 
 /// How long `auth login` waits for the person to finish in the browser.
 const LOGIN_WAIT: Duration = Duration::from_secs(5 * 60);
@@ -37,14 +39,20 @@ enum AuthAction {
 }
 
 pub async fn run(args: AuthArgs, config: &Config, ui: &Ui) -> i32 {
+    // With `discovery.store`, shared sign-ins are kept there, for every replica.
+    let shared = match Store::open(&config.discovery.store) {
+        Ok(store) => store,
+        Err(error) => return ui.fail(ErrorCode::ConfigurationError, &error.to_string(), None),
+    };
+    let shared = shared.as_ref();
     match args.action {
         AuthAction::Login { server } => match find(config, &server, ui) {
-            Ok(spec) => login(spec, ui).await,
+            Ok(spec) => login(spec, shared, ui).await,
             Err(code) => code,
         },
-        AuthAction::Status { server } => status(config, server.as_deref(), ui).await,
+        AuthAction::Status { server } => status(config, server.as_deref(), shared, ui).await,
         AuthAction::Logout { server } => match find(config, &server, ui) {
-            Ok(spec) => logout(spec, ui).await,
+            Ok(spec) => logout(spec, shared, ui).await,
             Err(code) => code,
         },
     }
@@ -115,8 +123,8 @@ fn http_servers(config: &Config) -> impl Iterator<Item = &ServerSpec> {
         .filter(|s| s.connection.kind == TransportKind::Http)
 }
 
-async fn login(spec: &ServerSpec, ui: &Ui) -> i32 {
-    match crate::upstream::sign_in_now(spec, LOGIN_WAIT).await {
+async fn login(spec: &ServerSpec, shared: Option<&Store>, ui: &Ui) -> i32 {
+    match crate::upstream::sign_in_now(spec, LOGIN_WAIT, shared).await {
         Ok(tools) => {
             let body = LoggedIn {
                 server: &spec.name,
@@ -139,7 +147,7 @@ async fn login(spec: &ServerSpec, ui: &Ui) -> i32 {
     }
 }
 
-async fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
+async fn status(config: &Config, only: Option<&str>, shared: Option<&Store>, ui: &Ui) -> i32 {
     let servers: Vec<&ServerSpec> = http_servers(config)
         .filter(|s| only.is_none_or(|o| s.name == o))
         .collect();
@@ -152,7 +160,7 @@ async fn status(config: &Config, only: Option<&str>, ui: &Ui) -> i32 {
     let mut text = String::new();
     let mut json = SignInStates { servers: Vec::new() };
     for spec in servers {
-        let stored = crate::upstream::stored_sign_ins(&spec.name).await;
+        let stored = crate::upstream::stored_sign_ins(spec, shared).await;
         let held = stored.iter().find(|s| s.has_token);
         json.servers.push(sign_in_status(&spec.name, held));
         let line = match stored.iter().find(|s| s.has_token) {
@@ -203,8 +211,8 @@ fn sign_in_status(server: &str, held: Option<&crate::upstream::StoredSignIn>) ->
     }
 }
 
-async fn logout(spec: &ServerSpec, ui: &Ui) -> i32 {
-    match crate::upstream::forget_sign_in(&spec.name).await {
+async fn logout(spec: &ServerSpec, shared: Option<&Store>, ui: &Ui) -> i32 {
+    match crate::upstream::forget_sign_in(spec, shared).await {
         Ok(done) => {
             let said = if done.had_any {
                 "signed out (its tokens and registered client are deleted)"

@@ -80,10 +80,13 @@ pub(super) struct State {
 impl State {
     pub fn new(config: Config) -> Self {
         let events = Arc::new(Events::default());
-        let dial = Dial::new(config_dir(&config.origin));
+        let shared = Arc::new(Shared::open(&config.discovery.store));
+        let dial = Dial::new(
+            config_dir(&config.origin),
+            shared.store.is_shared().then(|| shared.store.clone()),
+        );
         let upstream = Supervisor::new(config.servers(), dial, config.discovery.idle_timeout_ms, events.clone());
         let catalog = empty_catalog(&config);
-        let shared = Arc::new(Shared::open(&config.discovery.store));
         Self::assemble(
             config,
             upstream,

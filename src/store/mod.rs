@@ -168,6 +168,12 @@ impl Store {
         matches!(self.0.backend, Backend::Remote(_))
     }
 
+    /// Whether [`Store::set_sealed`] can write here: a shared store needs `discovery.store.key`.
+    #[must_use]
+    pub fn can_seal(&self) -> bool {
+        self.0.sealer.is_some() || !self.is_shared()
+    }
+
     /// This process's id among replicas (random per start).
     #[must_use]
     pub fn replica(&self) -> &str {

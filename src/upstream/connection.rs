@@ -107,6 +107,7 @@ impl Connection {
     pub async fn open(
         spec: &ServerSpec,
         base_dir: Option<&Path>,
+        shared: Option<&crate::store::Store>,
         shutdown: &CancellationToken,
         on_tools: ToolsSink,
     ) -> Result<(Self, Listing), UpstreamError> {
@@ -133,12 +134,12 @@ impl Connection {
                 )
             }
             TransportKind::Http => {
-                let remote = remote::Remote::new(spec)?;
+                let remote = remote::Remote::new(spec, shared)?;
                 let outcome = remote::open_http(&remote, client, timeout, shutdown).await;
                 (ProcessGroup::none(), Some(remote.url), outcome)
             }
             TransportKind::Sse => {
-                let remote = remote::Remote::new(spec)?;
+                let remote = remote::Remote::new(spec, shared)?;
                 let deadline = Instant::now() + timeout;
                 let outcome = remote::open_sse(&remote, client, deadline, shutdown).await;
                 (ProcessGroup::none(), Some(remote.url), outcome)

@@ -125,12 +125,18 @@ impl HttpClient {
                         return Err(StreamableHttpError::AuthRequired(challenge));
                     }
                     signed_in = true;
-                    token = Some(auth.sign_in(&challenge.www_authenticate_header).await?);
+                    token = Some(
+                        auth.sign_in(&challenge.www_authenticate_header, token.as_deref())
+                            .await?,
+                    );
                 }
                 Err(StreamableHttpError::InsufficientScope(challenge)) if step_ups < MAX_STEP_UPS => {
                     step_ups += 1;
                     tracing::info!(server = %self.server, "the server asks for more scopes; signing in again");
-                    token = Some(auth.sign_in(&challenge.www_authenticate_header).await?);
+                    token = Some(
+                        auth.sign_in(&challenge.www_authenticate_header, token.as_deref())
+                            .await?,
+                    );
                 }
                 outcome => return outcome,
             }

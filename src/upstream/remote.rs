@@ -32,10 +32,12 @@ pub(super) struct Remote {
     headers: HeaderMap,
     client: reqwest::Client,
     auth: Option<Arc<Authorizer>>,
+    /// The store replicas share, when configured: the sign-in is kept there.
+    shared: Option<crate::store::Store>,
 }
 
 impl Remote {
-    pub fn new(spec: &ServerSpec) -> Result<Self, UpstreamError> {
+    pub fn new(spec: &ServerSpec, shared: Option<&crate::store::Store>) -> Result<Self, UpstreamError> {
         let url = expand::expand_env(spec.connection.url.as_deref().unwrap_or_default())
             .map_err(|e| UpstreamError::spec("url", e))?;
         let url = Url::parse(&url).map_err(|e| UpstreamError::spec("url", e))?;
@@ -45,7 +47,7 @@ impl Remote {
         // the rest to finish the handshake with the token.
         let wait = Duration::from_millis(spec.startup_timeout_ms()) * 3 / 4;
         let auth = (spec.connection.kind == TransportKind::Http && !headers.contains_key(AUTHORIZATION))
-            .then(|| Authorizer::new(&spec.name, &url, spec.connection.oauth.as_ref(), wait))
+            .then(|| Authorizer::new(&spec.name, &url, spec.connection.oauth.as_ref(), wait, shared))
             .transpose()?
             .map(Arc::new);
         Ok(Self {
@@ -54,6 +56,7 @@ impl Remote {
             headers,
             client: http_client()?,
             auth,
+            shared: shared.cloned(),
         })
     }
 
@@ -62,7 +65,14 @@ impl Remote {
     pub fn with_sign_in_wait(mut self, spec: &ServerSpec, wait: Duration) -> Result<Self, UpstreamError> {
         if self.auth.is_some() {
             self.auth = Some(Arc::new(
-                Authorizer::new(&spec.name, &self.url, spec.connection.oauth.as_ref(), wait)?.interactive(),
+                Authorizer::new(
+                    &spec.name,
+                    &self.url,
+                    spec.connection.oauth.as_ref(),
+                    wait,
+                    self.shared.as_ref(),
+                )?
+                .interactive(),
             ));
         }
         Ok(self)
@@ -139,11 +149,15 @@ fn sign_in_failure(error: UpstreamError) -> Failure {
 
 /// Connect `spec` (an http server) once, signing in if it asks, and waiting up to `wait` for
 /// the person in the browser; then close the session. What `auth login` does.
-pub(crate) async fn sign_in_now(spec: &ServerSpec, wait: Duration) -> Result<usize, UpstreamError> {
+pub(crate) async fn sign_in_now(
+    spec: &ServerSpec,
+    wait: Duration,
+    shared: Option<&crate::store::Store>,
+) -> Result<usize, UpstreamError> {
     if spec.connection.kind != TransportKind::Http {
         return Err(UpstreamError::spec("type", "only `http` servers sign in"));
     }
-    let remote = Remote::new(spec)?.with_sign_in_wait(spec, wait)?;
+    let remote = Remote::new(spec, shared)?.with_sign_in_wait(spec, wait)?;
     if remote.auth.is_none() {
         return Err(UpstreamError::spec(
             "headers.Authorization",

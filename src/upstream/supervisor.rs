@@ -115,12 +115,15 @@ pub(crate) struct Dial {
     /// Where a relative `cwd` resolves (the config file's folder). A reload from another
     /// folder changes it; handles with a `cwd` are then restarted, not kept.
     base_dir: Mutex<Option<PathBuf>>,
+    /// The store replicas share, when one is configured: remote servers' sign-ins live there.
+    shared: Option<crate::store::Store>,
 }
 
 impl Dial {
-    pub fn new(base_dir: Option<PathBuf>) -> Self {
+    pub fn new(base_dir: Option<PathBuf>, shared: Option<crate::store::Store>) -> Self {
         Self {
             base_dir: Mutex::new(base_dir),
+            shared,
         }
     }
 
@@ -144,7 +147,14 @@ impl Connector for Dial {
     ) -> Result<(Connection, Listing), UpstreamError> {
         let base_dir = self.base_dir();
         // Boxed: opening covers every transport and is large; the task's future stays small.
-        Box::pin(Connection::open(spec, base_dir.as_deref(), shutdown, on_tools)).await
+        Box::pin(Connection::open(
+            spec,
+            base_dir.as_deref(),
+            self.shared.as_ref(),
+            shutdown,
+            on_tools,
+        ))
+        .await
     }
 }
 

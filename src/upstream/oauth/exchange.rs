@@ -119,7 +119,7 @@ pub(crate) async fn token(
         return Ok(token);
     }
     let issued = request(spec, exchange, presented).await?;
-    crate::secrets::register(server, [issued.access_token.clone()]);
+    crate::secrets::register_tokens(server, [issued.access_token.clone()]);
     let now = now_secs();
     let kept = Kept {
         access_token: issued.access_token,
@@ -179,7 +179,8 @@ fn lifetime_end(now: u64, expires_in: Option<u64>, presented_expires_at: Option<
 /// The exchanged token kept under `key` for these `settings`, if it is not about to expire:
 /// the store's (the truth every replica shares: one that was forgotten on another replica is
 /// gone), else, while the store cannot be read, this process's own copy. Registered as a
-/// secret of `server` when read: another replica may have kept it.
+/// token of `server` at each read (another replica may have kept it; the register forgets
+/// tokens no longer used).
 async fn kept(store: &Store, server: &str, key: &str, settings: &str) -> Option<String> {
     let usable =
         |kept: &Kept| kept.settings == settings && kept.expires_at.saturating_sub(now_secs()) > EXPIRY_MARGIN_SECS;
@@ -188,14 +189,16 @@ async fn kept(store: &Store, server: &str, key: &str, settings: &str) -> Option<
         Ok(None) => None,
         Err(error) => {
             tracing::warn!(%server, "the store cannot be read: using this process's exchanged tokens ({error})");
-            return LOCAL.get(key).filter(usable).map(|kept| kept.access_token);
+            let kept = LOCAL.get(key).filter(usable)?;
+            crate::secrets::register_tokens(server, [kept.access_token.clone()]);
+            return Some(kept.access_token);
         }
     };
     let Some(kept) = kept.filter(usable) else {
         LOCAL.invalidate(key);
         return None;
     };
-    crate::secrets::register(server, [kept.access_token.clone()]);
+    crate::secrets::register_tokens(server, [kept.access_token.clone()]);
     LOCAL.insert(key.to_owned(), kept.clone());
     Some(kept.access_token)
 }

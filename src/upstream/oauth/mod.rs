@@ -20,7 +20,9 @@
 //! server: a call of its tools in flight ([`sign_in_wanted`]) or `auth login`; a background
 //! connect of a server nobody used fails at once with [`NEEDS_SIGN_IN`] instead (it still joins
 //! a sign-in already open, and still refreshes a token silently). Tokens live in `store` (the
-//! OS keychain, else an owner-only file; per server and resource), registered as secrets of
+//! OS keychain, else an owner-only file; per server and resource) — or, with a shared
+//! `discovery.store`, sealed there for every replica (`shared`: one sign-in, one refresh under
+//! the store's lock) — registered as secrets of
 //! their server, beside the client registered dynamically at each authorization server: a
 //! restart reuses that client (on the loopback port it was registered with) instead of
 //! registering another, and drops it when the authorization server answers `invalid_client`.
@@ -34,6 +36,7 @@ mod exchange;
 pub(crate) mod keychain;
 mod lock;
 pub(crate) mod per_user;
+mod shared;
 mod store;
 
 use std::collections::HashMap;
@@ -50,6 +53,7 @@ use tokio::sync::watch;
 use super::error::UpstreamError;
 use crate::config::{expand, OAuthGrant, OAuthSpec};
 
+use shared::{Keeper, SharedSignIn};
 pub(crate) use store::TokenStore;
 use store::{register_secrets, Location, RegisteredClient};
 
@@ -109,7 +113,8 @@ pub(crate) struct Authorizer {
     server: String,
     resource: Url,
     settings: Settings,
-    store: TokenStore,
+    /// Where the sign-in is kept: this machine, or the store replicas share.
+    store: Keeper,
     manager: tokio::sync::Mutex<Option<AuthorizationManager>>,
     /// Whether the token store was read for this server already: most servers never sign in,
     /// and their requests must not read a file each. A sign-in (ours, or `auth login`'s,
@@ -126,12 +131,14 @@ pub(crate) struct Authorizer {
 
 impl Authorizer {
     /// `wait`: how long a request that needs a sign-in waits for it before it fails with
-    /// [`NEEDS_SIGN_IN`] (the sign-in itself goes on for [`SIGN_IN_WINDOW`]).
+    /// [`NEEDS_SIGN_IN`] (the sign-in itself goes on for [`SIGN_IN_WINDOW`]); `shared`: the
+    /// store replicas share, when one is configured (the sign-in is kept there).
     pub(crate) fn new(
         server: &str,
         url: &Url,
         spec: Option<&OAuthSpec>,
         wait: Duration,
+        shared: Option<&crate::store::Store>,
     ) -> Result<Self, UpstreamError> {
         let settings = Settings::from_spec(spec)?;
         if let Some(secret) = &settings.client_secret {
@@ -141,7 +148,7 @@ impl Authorizer {
             server: server.to_owned(),
             resource: url.clone(),
             settings,
-            store: TokenStore::new(server, &resource_key(url)),
+            store: Keeper::new(server, &resource_key(url), shared),
             manager: tokio::sync::Mutex::default(),
             store_read: std::sync::atomic::AtomicBool::new(false),
             starting: tokio::sync::Mutex::default(),
@@ -162,10 +169,19 @@ impl Authorizer {
     /// (the request goes out without one and the server's 401 starts the sign-in).
     pub(crate) async fn token(&self) -> Result<Option<String>, AuthError> {
         let mut slot = self.manager.lock().await;
-        if slot.is_none() && !self.store_read.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        // A shared store is read each time: another replica may have signed in.
+        let shared = self.store.shared();
+        if slot.is_none() && (shared.is_some() || !self.store_read.swap(true, std::sync::atomic::Ordering::Relaxed)) {
             *slot = self.manager_from_store().await?;
         }
         let Some(manager) = slot.as_ref() else { return Ok(None) };
+        if let Some(shared) = shared {
+            let token = self.shared_token(manager, shared, None).await?;
+            if token.is_none() {
+                *slot = None;
+            }
+            return Ok(token);
+        }
         match manager.get_access_token().await {
             Ok(token) => Ok(Some(token)),
             Err(AuthError::AuthorizationRequired) => Ok(None),
@@ -183,6 +199,15 @@ impl Authorizer {
     pub(crate) async fn refreshed(&self, rejected: &str) -> Option<String> {
         let slot = self.manager.lock().await;
         let manager = slot.as_ref()?;
+        if let Some(shared) = self.store.shared() {
+            return match self.shared_token(manager, shared, Some(rejected)).await {
+                Ok(fresh) => fresh.filter(|fresh| fresh != rejected),
+                Err(error) => {
+                    tracing::info!(server = %self.server, "no fresh token in the shared store ({}); signing in again", auth_error_text(&error));
+                    None
+                }
+            };
+        }
         if let Err(error) = manager.refresh_token().await {
             tracing::info!(server = %self.server, "the refresh token was not accepted ({error}); signing in again");
             if is_client_refused(&error) {
@@ -193,10 +218,42 @@ impl Authorizer {
         manager.get_access_token().await.ok().filter(|fresh| fresh != rejected)
     }
 
+    /// The shared store's token for this server, refreshed under the store's lock when due
+    /// (or when it is `rejected`); `None` when a sign-in is needed.
+    async fn shared_token(
+        &self,
+        manager: &AuthorizationManager,
+        shared: &SharedSignIn,
+        rejected: Option<&str>,
+    ) -> Result<Option<String>, AuthError> {
+        let held = match shared.due(rejected).await? {
+            per_user::Due::Fresh(token) => return Ok(Some(token)),
+            per_user::Due::Missing => return Ok(None),
+            per_user::Due::Refresh { held, .. } => held,
+        };
+        // rmcp reads the credentials again and saves the new ones through the keeper, whose
+        // store takes no lock of its own: this one is held until the save.
+        let outcome = manager.refresh_token().await;
+        drop(held);
+        match outcome {
+            Ok(response) => Ok(serde_json::to_value(&response)
+                .ok()
+                .and_then(|fields| fields.get("access_token")?.as_str().map(str::to_owned))),
+            Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => Ok(None),
+            Err(error) if is_client_refused(&error) => {
+                self.forget_refused_client().await;
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
     /// Sign in as the server's `challenge` (its `WWW-Authenticate`) asks, waiting up to
-    /// this authorizer's wait for the person; the token on success.
-    pub(crate) async fn sign_in(&self, challenge: &str) -> Result<String, AuthError> {
-        let outcome = self.sign_in_inner(challenge).await;
+    /// this authorizer's wait for the person; the token on success. `sent`: the token the
+    /// server refused, if any (a shared store's token other than it is another replica's
+    /// sign-in, used instead of a new one).
+    pub(crate) async fn sign_in(&self, challenge: &str, sent: Option<&str>) -> Result<String, AuthError> {
+        let outcome = self.sign_in_inner(challenge, sent).await;
         *self.failure.lock().unwrap_or_else(PoisonError::into_inner) = outcome.as_ref().err().map(upstream_error);
         outcome
     }
@@ -210,15 +267,18 @@ impl Authorizer {
     /// Join the sign-in under way or start one, and wait for it until this authorizer's wait
     /// is up; a registered client the token endpoint refused is replaced by a new registration
     /// once (a second browser page).
-    async fn sign_in_inner(&self, challenge: &str) -> Result<String, AuthError> {
+    async fn sign_in_inner(&self, challenge: &str, sent: Option<&str>) -> Result<String, AuthError> {
         let deadline = tokio::time::Instant::now() + self.wait;
         let mut registered_again = false;
         loop {
             let pending = {
                 let _starting = self.starting.lock().await;
+                if let Some(token) = self.signed_in_elsewhere(sent).await {
+                    return Ok(token);
+                }
                 match pending_for(&self.server) {
                     Some(pending) => pending,
-                    None if self.interactive || is_wanted(&self.server) => self.start(challenge).await?,
+                    None if self.interactive || is_wanted(&self.server) => self.start(challenge, sent).await?,
                     // A background connect: nobody is there to sign in, so nothing opens.
                     None => return Err(AuthError::AuthorizationFailed(sign_in_not_started_text(&self.server))),
                 }
@@ -239,6 +299,14 @@ impl Authorizer {
         *slot = self.manager_from_store().await?;
         let manager = slot.as_ref().ok_or(AuthError::AuthorizationRequired)?;
         manager.get_access_token().await
+    }
+
+    /// A token another replica signed in for, from the shared store, other than `sent` (read
+    /// only: a refresh was tried already, and a step-up needs a new sign-in, not a refresh).
+    async fn signed_in_elsewhere(&self, sent: Option<&str>) -> Option<String> {
+        let token = self.store.shared()?.fresh_other_than(sent).await?;
+        tracing::info!(server = %self.server, "signed in by another replica: using its sign-in");
+        Some(token)
     }
 
     /// A manager for this server with the store's credentials, or `None` without any.
@@ -299,7 +367,7 @@ impl Authorizer {
 
     /// Discover, identify the client and begin the grant: the client-credentials exchange
     /// at once, or the browser and a background wait for its callback.
-    async fn start(&self, challenge: &str) -> Result<Arc<Pending>, AuthError> {
+    async fn start(&self, challenge: &str, sent: Option<&str>) -> Result<Arc<Pending>, AuthError> {
         let mut manager = self.new_manager().await?;
         let resolution = manager.resolve_metadata_from_challenge(Some(challenge)).await?;
         if self.settings.grant != OAuthGrant::ClientCredentials {
@@ -311,7 +379,15 @@ impl Authorizer {
             .then(|| registration_key(&resolution.metadata));
         manager.set_metadata(resolution.metadata);
         if self.settings.grant == OAuthGrant::ClientCredentials {
-            self.client_credentials(&mut manager).await?;
+            // Replicas share one token: the grant runs under the store's lock, unless another
+            // replica's token is there once it is held.
+            let exclusive = match self.store.shared() {
+                Some(shared) => Some(shared.exclusive(sent).await?),
+                None => None,
+            };
+            if !matches!(exclusive, Some((_, Some(_)))) {
+                self.client_credentials(&mut manager).await?;
+            }
             return Ok(Arc::new(Pending::finished_ok()));
         }
         let (listener, registered) = match &registration {
@@ -481,7 +557,7 @@ pub(crate) enum SignInFailed {
 
 /// The registered client a sign-in uses, to forget when the authorization server refuses it.
 struct KeptClient {
-    store: TokenStore,
+    store: Keeper,
     issuer: String,
     client_id: String,
 }
@@ -698,10 +774,41 @@ fn unregister_pending(server: &str, pending: &Arc<Pending>) {
     }
 }
 
-/// What the token store holds for `server`, per resource, and where. No token text.
-pub(crate) async fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
-    let (resources, location) = TokenStore::resources(server).await;
+/// `spec`'s sign-in in the shared store, when one is given that can hold it.
+fn shared_sign_in(spec: &crate::config::ServerSpec, shared: Option<&crate::store::Store>) -> Option<SharedSignIn> {
+    let store = shared.filter(|s| s.can_seal())?;
+    let url = expand::expand_env(spec.connection.url.as_deref()?).ok()?;
+    let resource = resource_key(&Url::parse(&url).ok()?);
+    Some(SharedSignIn::new(store, &spec.name, &resource, None))
+}
+
+/// What is kept for `spec`'s server, per resource, and where: the shared store's sign-in
+/// first (when `shared` names one), then this machine's. No token text.
+pub(crate) async fn stored_sign_ins(
+    spec: &crate::config::ServerSpec,
+    shared: Option<&crate::store::Store>,
+) -> Vec<StoredSignIn> {
+    let mut found = Vec::new();
+    if let Some(sign_in) = shared_sign_in(spec, shared) {
+        if let (Ok(Some(credentials)), Some(store)) = (sign_in.peek().await, shared) {
+            let at = store.health().at;
+            found.extend(described(
+                [(sign_in.resource().to_owned(), credentials)],
+                &format!("the shared store ({at})"),
+            ));
+        }
+    }
+    let (resources, location) = TokenStore::resources(&spec.name).await;
     let kept_in = location_text(&location, keychain::Keychain::process().why_off());
+    found.extend(described(resources, &kept_in));
+    found
+}
+
+/// Sign-ins as `auth status` shows them, all kept in `kept_in`.
+fn described(
+    resources: impl IntoIterator<Item = (String, rmcp::transport::auth::StoredCredentials)>,
+    kept_in: &str,
+) -> Vec<StoredSignIn> {
     resources
         .into_iter()
         .map(|(resource, credentials)| {
@@ -715,7 +822,7 @@ pub(crate) async fn stored_sign_ins(server: &str) -> Vec<StoredSignIn> {
                 has_token: fields.get("access_token").is_some(),
                 has_refresh_token: fields.get("refresh_token").is_some(),
                 scopes: credentials.granted_scopes.clone(),
-                kept_in: kept_in.clone(),
+                kept_in: kept_in.to_owned(),
             }
         })
         .collect()
@@ -746,9 +853,19 @@ pub struct StoredSignIn {
     pub kept_in: String,
 }
 
-/// Forget `server`'s tokens and registered clients, in the keychain and the file.
-pub(crate) async fn forget(server: &str) -> std::io::Result<SignOut> {
-    let had_any = TokenStore::forget_server(server).await?;
+/// Forget `spec`'s tokens and registered clients, in the keychain and the file, and in the
+/// shared store when `shared` names one.
+pub(crate) async fn forget(
+    spec: &crate::config::ServerSpec,
+    shared: Option<&crate::store::Store>,
+) -> std::io::Result<SignOut> {
+    let mut had_any = TokenStore::forget_server(&spec.name).await?;
+    if let Some(sign_in) = shared_sign_in(spec, shared) {
+        had_any |= sign_in
+            .forget()
+            .await
+            .map_err(|e| std::io::Error::other(auth_error_text(&e)))?;
+    }
     Ok(SignOut {
         had_any,
         keychain_unchecked: keychain::Keychain::process().failure(),
@@ -758,7 +875,7 @@ pub(crate) async fn forget(server: &str) -> std::io::Result<SignOut> {
 /// What `auth logout` did.
 #[derive(Debug, Clone)]
 pub struct SignOut {
-    /// Whether the keychain or the file held a sign-in.
+    /// Whether the keychain, the file or the shared store held a sign-in.
     pub had_any: bool,
     /// Why the OS keychain could not be asked (it failed or did not answer in time), so a copy
     /// there may remain; `None` when it answered or is not used.
@@ -799,7 +916,7 @@ mod tests {
             ..OAuthSpec::default()
         };
         let url = Url::parse("https://mcp.example.com/mcp").unwrap();
-        let _ = Authorizer::new("oauth-secret-test", &url, Some(&spec), Duration::from_secs(1)).unwrap();
+        let _ = Authorizer::new("oauth-secret-test", &url, Some(&spec), Duration::from_secs(1), None).unwrap();
         assert_eq!(
             crate::secrets::scrub("got a-very-private-client-secret back"),
             "got *** back"

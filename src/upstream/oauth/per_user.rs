@@ -105,16 +105,27 @@ pub(crate) struct StoreCredentials {
 
 impl StoreCredentials {
     pub(crate) fn new(store: &Store, caller: &Caller, server: &str) -> Self {
+        Self::at(store, credential_key(store, caller, server), server)
+    }
+
+    /// Credentials kept under `key` (see [`credential_key`] for a caller's, `super::shared` for
+    /// a server's one sign-in).
+    pub(super) fn at(store: &Store, key: String, server: &str) -> Self {
         Self {
             store: store.clone(),
-            key: credential_key(store, caller, server),
+            key,
             server: server.to_owned(),
             locked: false,
         }
     }
 
+    /// The same credentials for a holder of their refresh lock: rmcp takes none.
+    pub(super) fn locked(self) -> Self {
+        Self { locked: true, ..self }
+    }
+
     /// The lock that one refresh of these credentials holds, across replicas.
-    async fn refresh_lock(&self) -> Result<Lock, AuthError> {
+    pub(super) async fn refresh_lock(&self) -> Result<Lock, AuthError> {
         acquire(&self.store, &format!("refresh:{}", digest_hex(self.key.as_bytes()))).await
     }
 }
@@ -170,6 +181,13 @@ impl CredentialStore for StoreCredentials {
         }
         let lock = self.refresh_lock().await?;
         Ok(Some(CredentialRefreshGuard::new(Held(Some(lock)))))
+    }
+}
+
+impl Held {
+    /// Hold the refresh lock of `credentials` (waiting for another replica's refresh).
+    pub(super) async fn take(credentials: &StoreCredentials) -> Result<Self, AuthError> {
+        Ok(Self(Some(credentials.refresh_lock().await?)))
     }
 }
 
@@ -347,45 +365,80 @@ pub(crate) async fn token(
         return Ok(Some(super::exchange::token(store, spec, exchange, caller).await?));
     }
     let credentials = StoreCredentials::new(store, caller, &spec.name);
-    let stored = credentials
-        .load()
+    match due(&credentials, None)
         .await
-        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
-    let Some(stored) = stored else { return Ok(None) };
-    let Some(response) = &stored.token_response else {
-        return Ok(None);
-    };
-    if let Some(fresh) = fresh_token(response, stored.token_received_at) {
-        return Ok(Some(fresh));
-    }
-    // One refresh at a time across replicas; whoever waited finds the token it refreshed.
-    let lock = credentials
-        .refresh_lock()
-        .await
-        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
-    let _held = Held(Some(lock));
-    let again = credentials
-        .load()
-        .await
-        .map_err(|e| CredentialError::auth(&spec.name, &e))?;
-    let Some(stored) = again else { return Ok(None) };
-    if let Some(fresh) = stored
-        .token_response
-        .as_ref()
-        .and_then(|r| fresh_token(r, stored.token_received_at))
+        .map_err(|e| CredentialError::auth(&spec.name, &e))?
     {
-        return Ok(Some(fresh));
+        Due::Fresh(token) => Ok(Some(token)),
+        Due::Missing => Ok(None),
+        Due::Refresh {
+            stored,
+            credentials,
+            held: _held,
+        } => refresh(store, spec, credentials, &stored).await,
     }
-    let credentials = StoreCredentials {
-        locked: true,
-        ..credentials
+}
+
+/// What a use of stored credentials needs now.
+pub(super) enum Due {
+    /// The stored access token, fresh enough to send.
+    Fresh(String),
+    /// Nothing stored (never signed in, or signed out): a sign-in is needed.
+    Missing,
+    /// The token is due for a refresh: the refresh lock is held (until `held` drops) and
+    /// `stored` was read after taking it; `credentials` take no lock of their own, so the
+    /// refresh that runs through them saves under this one.
+    Refresh {
+        stored: Box<StoredCredentials>,
+        credentials: StoreCredentials,
+        held: Held,
+    },
+}
+
+/// Whether `credentials` hold a token to send as it is, or one to refresh; `rejected`: a token
+/// the server refused (due whatever its expiry says). One refresh at a time across replicas:
+/// the lock is taken only for a due token, and the credentials read again once it is held,
+/// so whoever waited finds the token another replica refreshed meanwhile.
+pub(super) async fn due(credentials: &StoreCredentials, rejected: Option<&str>) -> Result<Due, AuthError> {
+    let usable = |stored: &StoredCredentials| {
+        stored
+            .token_response
+            .as_ref()
+            .and_then(|r| fresh_token(r, stored.token_received_at))
+            .filter(|token| Some(token.as_str()) != rejected)
     };
-    refresh(store, spec, credentials, &stored).await
+    let Some(stored) = credentials.load().await? else {
+        return Ok(Due::Missing);
+    };
+    if stored.token_response.is_none() {
+        return Ok(Due::Missing);
+    }
+    if let Some(fresh) = usable(&stored) {
+        return Ok(Due::Fresh(fresh));
+    }
+    let held = Held::take(credentials).await?;
+    let Some(stored) = credentials.load().await? else {
+        return Ok(Due::Missing);
+    };
+    if stored.token_response.is_none() {
+        return Ok(Due::Missing);
+    }
+    if let Some(fresh) = usable(&stored) {
+        return Ok(Due::Fresh(fresh));
+    }
+    Ok(Due::Refresh {
+        stored: Box::new(stored),
+        credentials: credentials.clone().locked(),
+        held,
+    })
 }
 
 /// The access token of `response` unless it expires within [`REFRESH_AHEAD_SECS`] (read
 /// through its JSON: rmcp does not re-export the `oauth2` trait that reads it).
-fn fresh_token(response: &rmcp::transport::auth::OAuthTokenResponse, received_at: Option<u64>) -> Option<String> {
+pub(super) fn fresh_token(
+    response: &rmcp::transport::auth::OAuthTokenResponse,
+    received_at: Option<u64>,
+) -> Option<String> {
     let fields = serde_json::to_value(response).ok()?;
     let token = fields.get("access_token")?.as_str()?.to_owned();
     match (

@@ -138,6 +138,12 @@ impl TokenStore {
         }
     }
 
+    /// A store kept in `file` and `keychain` (tests elsewhere in `oauth`).
+    #[cfg(test)]
+    pub(super) fn at_file(server: &str, resource: &str, file: PathBuf, keychain: &'static Keychain) -> Self {
+        Self::with(server, resource, Some(Place::at(file)), keychain)
+    }
+
     /// Read the store again on the next load (another process may have signed in).
     pub(crate) fn reread(&self) {
         if self.place.is_some() {
@@ -201,6 +207,10 @@ impl TokenStore {
 
     async fn load_now(&self) -> Option<StoredCredentials> {
         if let Cached::Read(cached) = &*self.cache.lock().unwrap_or_else(PoisonError::into_inner) {
+            // Each use registers the tokens again: the register forgets tokens nobody uses.
+            if let Some(credentials) = cached.as_deref() {
+                register_secrets(&self.server, credentials);
+            }
             return cached.as_deref().cloned();
         }
         let place = self.place.as_ref()?;
@@ -361,7 +371,8 @@ fn remove_file(path: &Path) -> std::io::Result<bool> {
     }
 }
 
-/// The access and refresh tokens of `credentials` as secrets of `server`.
+/// The access and refresh tokens of `credentials` as secrets of `server` (tokens, which the
+/// register forgets once out of use: every read registers them again).
 pub(super) fn register_secrets(server: &str, credentials: &StoredCredentials) {
     let Some(tokens) = &credentials.token_response else {
         return;
@@ -373,7 +384,7 @@ pub(super) fn register_secrets(server: &str, credentials: &StoredCredentials) {
         .iter()
         .filter_map(|name| fields.get(*name).and_then(serde_json::Value::as_str))
         .map(str::to_owned);
-    crate::secrets::register(server, values);
+    crate::secrets::register_tokens(server, values);
 }
 
 fn register_client_secret(server: &str, client: &RegisteredClient) {
