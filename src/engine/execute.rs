@@ -166,9 +166,13 @@ impl State {
         }
         match got {
             Ok(Some(token)) => {
-                let own = handle.for_caller(&caller.identity(), &token).ok_or_else(|| {
-                    unreachable("the authorization server issued a token that is not a bearer token (RFC 6750)".into())
-                })?;
+                let own = handle
+                    .for_caller(&connection_key(&handle.spec, caller), &token)
+                    .ok_or_else(|| {
+                        unreachable(
+                            "the authorization server issued a token that is not a bearer token (RFC 6750)".into(),
+                        )
+                    })?;
                 own.start();
                 Ok(Some((own, token)))
             }
@@ -277,6 +281,19 @@ impl State {
     }
 }
 
+/// Which of a per-user server's connections is `caller`'s: one per caller, and where tokens are
+/// exchanged one per token they present: a person with two clients (two tokens, two exchanged
+/// tokens) would otherwise replace one client's connection with the other's at every call.
+pub(super) fn connection_key(spec: &crate::config::ServerSpec, caller: &Caller) -> String {
+    match (spec.token_exchange(), &caller.presented) {
+        (Some(_), Some(presented)) => {
+            let digest = ring::digest::digest(&ring::digest::SHA256, presented.token().as_bytes());
+            format!("{} {}", caller.identity(), crate::hash::hex(digest.as_ref()))
+        }
+        _ => caller.identity(),
+    }
+}
+
 /// The gateway path that starts a sign-in to the per-user server `server` for the link's
 /// `state` (`http::connect`).
 pub(crate) fn connect_path(server: &str, state: &str) -> String {
@@ -377,5 +394,40 @@ fn cancelled(server: &str, tool: &str) -> Error {
         server: server.to_owned(),
         tool: tool.to_owned(),
         source: UpstreamError::Cancelled,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::caller::Presented;
+
+    fn spec(oauth: &serde_json::Value) -> crate::config::ServerSpec {
+        serde_json::from_value(serde_json::json!({
+            "name": "tickets", "connection": { "type": "http", "url": "https://t.example/mcp", "oauth": oauth }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_caller_with_two_tokens_has_two_exchanged_connections_but_one_signed_in_connection() {
+        let alice = |token: &str| Caller {
+            issuer: Some("https://id.example".into()),
+            subject: Some("alice".into()),
+            presented: Some(Presented::new(token, None)),
+            ..Caller::default()
+        };
+        let (laptop, phone) = (alice("laptop-token"), alice("phone-token"));
+        let exchanged = spec(&serde_json::json!({ "perUser": true, "clientId": "g",
+            "tokenExchange": { "tokenEndpoint": "https://id.example/token" } }));
+        assert_ne!(connection_key(&exchanged, &laptop), connection_key(&exchanged, &phone));
+        assert_eq!(
+            connection_key(&exchanged, &laptop),
+            connection_key(&exchanged, &alice("laptop-token"))
+        );
+        assert!(!connection_key(&exchanged, &laptop).contains("laptop-token"));
+        let signed_in = spec(&serde_json::json!({ "perUser": true }));
+        assert_eq!(connection_key(&signed_in, &laptop), laptop.identity());
+        assert_eq!(connection_key(&signed_in, &laptop), connection_key(&signed_in, &phone));
     }
 }

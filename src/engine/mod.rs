@@ -745,7 +745,7 @@ async fn signed_in(state: &State, caller: &Caller, servers: &mut [ServerInfo]) {
         let own = state
             .server(&info.name)
             .ok()
-            .and_then(|s| s.caller_state(&caller.identity()));
+            .and_then(|s| s.caller_state(&execute::connection_key(&s.spec, caller)));
         if let Some(own) = own.filter(|_| signed_in) {
             // The server's own handle never connects: theirs is what they use.
             info.status = server_status(&own);
