@@ -355,6 +355,21 @@ export function printedMatch(child, stream, pattern) {
   });
 }
 
+/**
+ * The OAuth fixture (`__test__/fixtures/oauth-server.mjs`: an authorization server and the MCP
+ * server it protects) with `env`, once it listens: { child, base, url, admin(what) }.
+ */
+export async function startOAuthServer(env = {}) {
+  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const [, port] = await printedMatch(child, 'stdout', /listening (\d+)/);
+  const base = `http://127.0.0.1:${port}`;
+  const admin = async (what) => (await fetch(`${base}/admin/${what}`)).json();
+  return { child, base, url: `${base}/mcp`, admin };
+}
+
 /** A free loopback port right now (for a server the test starts on it). */
 export function freePort() {
   return new Promise((resolve, reject) => {

@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from '
 import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { bin, call, isolatedEnv, referenceServer, root, startGateway, tempDir, writeConfig } from './helpers.mjs';
+import { bin, call, isolatedEnv, referenceServer, root, startGateway, startOAuthServer, tempDir, writeConfig } from './helpers.mjs';
 
 /** The token store's file stem for a server (`paths::server_file_stem`): its safe name and
  * the low 32 bits of the FNV-1a 64 hash of the name. */
@@ -22,26 +22,6 @@ function serverFileStem(name) {
 }
 
 const browser = join(root, '__test__/fixtures/approve-browser.mjs');
-
-/** The fixture authorization server + protected MCP server; resolves once it listens. */
-async function startOAuthServer(env = {}) {
-  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const found = /listening (\d+)/.exec(out);
-      if (found) resolve(Number(found[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`oauth fixture exited with ${code}`)));
-  });
-  const base = `http://127.0.0.1:${port}`;
-  const admin = async (what) => (await fetch(`${base}/admin/${what}`)).json();
-  return { child, base, url: `${base}/mcp`, admin };
-}
 
 /** A gateway with the protected server `secure` and a stdio `memory` beside it. Tokens go to
  * the file unless `tokenStore` says `auto` (then `env` may steer the keychain). */

@@ -20,7 +20,7 @@ import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { answerOf, bin, eventually, exited, freePort, isolatedEnv, listening, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
+import { answerOf, bin, eventually, exited, freePort, isolatedEnv, listening, printedMatch, raw2026, root, signedJwt, signingKey, tempDir, writeConfig } from './helpers.mjs';
 
 const ISSUER = 'https://id.per-user.test';
 const AUDIENCE = 'anygpt-per-user-test';
@@ -29,23 +29,6 @@ const OPENS_LINKS = { 'io.modelcontextprotocol/clientCapabilities': { elicitatio
 function accessToken(key, subject) {
   const now = Math.floor(Date.now() / 1000);
   return signedJwt(key, { iss: ISSUER, sub: subject, aud: AUDIENCE, iat: now, exp: now + 600 });
-}
-
-/** A child process that printed `pattern` on `stream`, or a rejection with what it printed. */
-function started(child, stream, pattern) {
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(() => reject(new Error(`not started: ${output}`)), 15_000);
-    child[stream].on('data', (chunk) => {
-      output += chunk;
-      const found = pattern.exec(output);
-      if (found) {
-        clearTimeout(timer);
-        resolve(found);
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code}: ${output}`)));
-  });
 }
 
 /** `execute_tool` of the fixture's `whoami` as a 2026-07-28 client of `token`; its JSON-RPC answer. */
@@ -142,18 +125,18 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     redis = spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
       stdio: ['ignore', 'pipe', 'ignore'],
     });
-    await started(redis, 'stdout', /Ready to accept connections/);
+    await printedMatch(redis, 'stdout', /Ready to accept connections/);
     fixture = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
       env: { ...process.env, LOGIN_PAGE: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const [, port] = await started(fixture, 'stdout', /listening (\d+)/);
+    const [, port] = await printedMatch(fixture, 'stdout', /listening (\d+)/);
     fixtureBase = `http://127.0.0.1:${port}`;
     shortLived = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], {
       env: { ...process.env, LOGIN_PAGE: '1', ACCESS_LIFETIME_S: '3' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    const [, shortPort] = await started(shortLived, 'stdout', /listening (\d+)/);
+    const [, shortPort] = await printedMatch(shortLived, 'stdout', /listening (\d+)/);
     shortBase = `http://127.0.0.1:${shortPort}`;
     const jwks = join(dir, 'jwks.json');
     writeFileSync(jwks, JSON.stringify({ keys: [key.jwk] }));

@@ -13,25 +13,9 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { debugBinary, metaCall, startRedis, startReplica, stopReplica } from './cluster.mjs';
-import { isolatedEnv, root, tempDir } from './helpers.mjs';
+import { isolatedEnv, root, startOAuthServer, tempDir } from './helpers.mjs';
 
 const browser = join(root, '__test__/fixtures/approve-browser.mjs');
-
-/** The fixture authorization server + protected MCP server; resolves once it listens. */
-async function startOAuthServer(env = {}) {
-  const child = spawn(process.execPath, [join(root, '__test__/fixtures/oauth-server.mjs')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk) => {
-      out += chunk;
-      const found = /listening (\d+)/.exec(out);
-      if (found) resolve(Number(found[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`oauth fixture exited with ${code}`)));
-  });
-  const base = `http://127.0.0.1:${port}`;
-  return { child, url: `${base}/mcp`, admin: async (what) => (await fetch(`${base}/admin/${what}`)).json() };
-}
 
 /** Every file under `dir`, as text. */
 function filesUnder(dir) {

@@ -153,16 +153,10 @@ impl ServerHandler for Gateway {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        offers::get_prompt(
-            &self.engine,
-            (
-                &Caller::of_request(&context.extensions),
-                sign_in_origin(&context).as_deref(),
-            ),
-            request,
-        )
-        .await
-        .map(Into::into)
+        let (caller, origin) = asker(&context);
+        offers::get_prompt(&self.engine, (&caller, origin.as_deref()), request)
+            .await
+            .map(Into::into)
     }
 
     async fn list_resources(
@@ -196,16 +190,10 @@ impl ServerHandler for Gateway {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        offers::read_resource(
-            &self.engine,
-            (
-                &Caller::of_request(&context.extensions),
-                sign_in_origin(&context).as_deref(),
-            ),
-            request,
-        )
-        .await
-        .map(Into::into)
+        let (caller, origin) = asker(&context);
+        offers::read_resource(&self.engine, (&caller, origin.as_deref()), request)
+            .await
+            .map(Into::into)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
@@ -266,15 +254,8 @@ impl ServerHandler for Gateway {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        offers::complete(
-            &self.engine,
-            (
-                &Caller::of_request(&context.extensions),
-                sign_in_origin(&context).as_deref(),
-            ),
-            request,
-        )
-        .await
+        let (caller, origin) = asker(&context);
+        offers::complete(&self.engine, (&caller, origin.as_deref()), request).await
     }
 }
 
@@ -391,7 +372,10 @@ fn stdio_sockets() -> Option<(tokio::net::UnixStream, tokio::net::UnixStream)> {
     Some((socket(std::io::stdin().as_fd())?, socket(std::io::stdout().as_fd())?))
 }
 
-/// The origin sign-in links are served under for this request (the HTTP face's).
-fn sign_in_origin(context: &RequestContext<RoleServer>) -> Option<String> {
-    super::sign_in::SignInOrigin::of_request(&context.extensions)
+/// Who asks, and the origin their sign-in links are served under (the HTTP face's).
+fn asker(context: &RequestContext<RoleServer>) -> (Caller, Option<String>) {
+    (
+        Caller::of_request(&context.extensions),
+        super::sign_in::SignInOrigin::of_request(&context.extensions),
+    )
 }

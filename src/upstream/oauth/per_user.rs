@@ -400,37 +400,38 @@ pub(super) enum Due {
 /// the lock is taken only for a due token, and the credentials read again once it is held,
 /// so whoever waited finds the token another replica refreshed meanwhile.
 pub(super) async fn due(credentials: &StoreCredentials, rejected: Option<&str>) -> Result<Due, AuthError> {
-    let usable = |stored: &StoredCredentials| {
-        stored
-            .token_response
-            .as_ref()
-            .and_then(|r| fresh_token(r, stored.token_received_at))
-            .filter(|token| Some(token.as_str()) != rejected)
+    use std::ops::ControlFlow::{Break, Continue};
+    // The lock is taken only for a due token; whoever waited for it reads again.
+    let held = match settled(credentials.load().await?, rejected) {
+        Break(due) => return Ok(due),
+        Continue(_) => Held::take(credentials).await?,
     };
-    let Some(stored) = credentials.load().await? else {
-        return Ok(Due::Missing);
+    match settled(credentials.load().await?, rejected) {
+        Break(due) => Ok(due),
+        Continue(stored) => Ok(Due::Refresh {
+            stored: Box::new(stored),
+            credentials: credentials.clone().locked(),
+            held,
+        }),
+    }
+}
+
+/// What `stored` allows as it is: nothing (a sign-in is needed), or a token fresh enough to
+/// send that is not `rejected`; else it is due for a refresh (`Continue`).
+fn settled(stored: Option<StoredCredentials>, rejected: Option<&str>) -> std::ops::ControlFlow<Due, StoredCredentials> {
+    use std::ops::ControlFlow::{Break, Continue};
+    let Some(stored) = stored.filter(|s| s.token_response.is_some()) else {
+        return Break(Due::Missing);
     };
-    if stored.token_response.is_none() {
-        return Ok(Due::Missing);
+    let fresh = stored
+        .token_response
+        .as_ref()
+        .and_then(|r| fresh_token(r, stored.token_received_at))
+        .filter(|token| Some(token.as_str()) != rejected);
+    match fresh {
+        Some(token) => Break(Due::Fresh(token)),
+        None => Continue(stored),
     }
-    if let Some(fresh) = usable(&stored) {
-        return Ok(Due::Fresh(fresh));
-    }
-    let held = Held::take(credentials).await?;
-    let Some(stored) = credentials.load().await? else {
-        return Ok(Due::Missing);
-    };
-    if stored.token_response.is_none() {
-        return Ok(Due::Missing);
-    }
-    if let Some(fresh) = usable(&stored) {
-        return Ok(Due::Fresh(fresh));
-    }
-    Ok(Due::Refresh {
-        stored: Box::new(stored),
-        credentials: credentials.clone().locked(),
-        held,
-    })
 }
 
 /// The access token of `response` unless it expires within [`REFRESH_AHEAD_SECS`] (read
