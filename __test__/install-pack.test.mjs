@@ -21,5 +21,5 @@ test('the main package holds only what it needs', () => {
   assert.deepEqual(forbidden, []);
   // The packed size stays small: the addon (megabytes) lives in the platform packages. The
   // docs and config types are most of it, and grow with the features they describe.
-  assert.ok(pack.unpackedSize < 250_000, `unpacked ${pack.unpackedSize} bytes`);
+  assert.ok(pack.unpackedSize < 320_000, `unpacked ${pack.unpackedSize} bytes`);
 });
