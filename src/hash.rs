@@ -1,6 +1,8 @@
 //! FNV-1a, the one content hash of the crate: snapshot fingerprints, trust pins, stored
 //! findings and result-cache keys. Not cryptographic: it tells versions of our own data apart
-//! and is stable across runs and builds (unlike `std`'s randomly seeded hasher).
+//! and is stable across runs and builds (unlike `std`'s randomly seeded hasher). SHA-256 where
+//! no one may make two inputs meet: approved files' contents, model files, store keys named
+//! after callers and tokens.
 
 /// FNV-1a, 64 bit.
 #[must_use]
@@ -14,6 +16,12 @@ pub fn fnv1a_from(hash: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(hash, |hash, byte| {
         (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// SHA-256 of `bytes`, lowercase hex.
+#[must_use]
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
 }
 
 /// `bytes` as lowercase hex (ids, digests).

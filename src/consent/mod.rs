@@ -262,12 +262,7 @@ pub fn keeps_what_it_had(current: &crate::config::Config, next: &crate::config::
     Ok(())
 }
 
-/// SHA-256 of `bytes`, lowercase hex.
-#[must_use]
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    crate::hash::hex(&sha2::Sha256::digest(bytes))
-}
+pub use crate::hash::sha256_hex;
 
 /// `path` made absolute with its links resolved, when it exists.
 #[must_use]

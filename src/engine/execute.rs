@@ -286,10 +286,11 @@ impl State {
 /// tokens) would otherwise replace one client's connection with the other's at every call.
 pub(super) fn connection_key(spec: &crate::config::ServerSpec, caller: &Caller) -> String {
     match (spec.token_exchange(), &caller.presented) {
-        (Some(_), Some(presented)) => {
-            let digest = ring::digest::digest(&ring::digest::SHA256, presented.token().as_bytes());
-            format!("{} {}", caller.identity(), crate::hash::hex(digest.as_ref()))
-        }
+        (Some(_), Some(presented)) => format!(
+            "{} {}",
+            caller.identity(),
+            crate::hash::sha256_hex(presented.token().as_bytes())
+        ),
         _ => caller.identity(),
     }
 }

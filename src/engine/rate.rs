@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
-
 use super::shared::Shared;
 use crate::caller::Caller;
 use crate::config::{RateLimitsSpec, RateSpec};
@@ -29,7 +27,7 @@ pub(super) async fn admit(
     };
     if let Some(rate) = &limits.per_caller {
         // Hashed: a key of bounded length whatever the token's subject, and no user id in the store.
-        let whose = crate::hash::hex(&Sha256::digest(caller.identity().as_bytes()));
+        let whose = crate::hash::sha256_hex(caller.identity().as_bytes());
         if let Some(wait) = take(shared, &["rate", "caller", &whose], rate).await {
             return Err(refused(rate.describe(&format!("caller {}", caller.label())), wait));
         }

@@ -12,8 +12,6 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::kernel;
 use super::wordpiece::{MissingToken, WordPiece};
 
@@ -563,14 +561,4 @@ fn read_checked(path: &Path, expected: &str) -> Result<Vec<u8>, ModelError> {
     Ok(bytes)
 }
 
-/// Lowercase hex sha256.
-#[must_use]
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .fold(String::with_capacity(64), |mut hex, byte| {
-            use std::fmt::Write;
-            let _ = write!(hex, "{byte:02x}");
-            hex
-        })
-}
+pub use crate::hash::sha256_hex;

@@ -24,6 +24,7 @@ use super::lock::{acquire, now_secs, Held};
 use super::Settings;
 use crate::caller::{Caller, Presented};
 use crate::config::{expand, ServerSpec, TokenExchangeSpec};
+use crate::hash::sha256_hex;
 use crate::store::Store;
 
 /// RFC 8693 §2.1 `grant_type`.
@@ -108,7 +109,7 @@ pub(crate) async fn token(
     // One exchange per presented token across replicas: whoever waited reads the one kept.
     // Without the lock (the store is down, or another replica's exchange hangs) this replica
     // exchanges on its own: a second exchange costs less than a failed call.
-    let _held = match acquire(store, &format!("exchange:{}", key_digest(&key))).await {
+    let _held = match acquire(store, &format!("exchange:{}", sha256_hex(key.as_bytes()))).await {
         Ok(lock) => Some(Held(Some(lock))),
         Err(error) => {
             tracing::debug!(%server, "exchanging without the store's lock: {}", super::auth_error_text(&error));
@@ -151,7 +152,7 @@ async fn keep(store: &Store, server: &str, key: &str, kept: &Kept, now: u64) {
 fn settings_digest(spec: &ServerSpec, exchange: &TokenExchangeSpec) -> String {
     let oauth = spec.connection.oauth.as_ref();
     let whole = serde_json::json!([exchange, spec.connection.url, oauth.map(|o| (&o.client_id, &o.scopes)),]);
-    key_digest(&whole.to_string())
+    sha256_hex(whole.to_string().as_bytes())
 }
 
 /// Forget the exchanged `token` of `caller` for `server` (the server refused it): their next
@@ -206,13 +207,9 @@ async fn kept(store: &Store, server: &str, key: &str, settings: &str) -> Option<
 /// Where `caller`'s token exchanged from `presented` for `server` is kept: the server's name
 /// and a digest of the whole, so no one's name or token shows in the store's keys.
 fn kept_key(store: &Store, caller: &Caller, server: &str, presented: &Presented) -> String {
-    let token_digest = key_digest(presented.token());
+    let token_digest = sha256_hex(presented.token().as_bytes());
     let whole = serde_json::json!([caller.issuer, caller.subject, server, token_digest]).to_string();
-    store.key(&["exchanged", server, &key_digest(&whole)])
-}
-
-fn key_digest(text: &str) -> String {
-    crate::hash::hex(ring::digest::digest(&ring::digest::SHA256, text.as_bytes()).as_ref())
+    store.key(&["exchanged", server, &sha256_hex(whole.as_bytes())])
 }
 
 /// A successful answer of the token endpoint (RFC 8693 §2.2.1).

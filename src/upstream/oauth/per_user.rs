@@ -37,6 +37,7 @@ use super::lock::{acquire, now_secs, store_failed, Held};
 use super::{auth_error_text, browser, register_secrets, Settings, CLIENT_NAME};
 use crate::caller::Caller;
 use crate::config::ServerSpec;
+use crate::hash::{random_hex, sha256_hex};
 use crate::store::{Lock, Store, StoreError};
 
 /// How long a sign-in link, and the sign-in it starts, stay usable.
@@ -84,14 +85,8 @@ impl CredentialError {
 /// open.
 pub(crate) fn credential_key(store: &Store, caller: &Caller, server: &str) -> String {
     let whole = serde_json::json!([caller.issuer, caller.subject, server]).to_string();
-    store.key(&["cred", server, &digest_hex(whole.as_bytes())])
+    store.key(&["cred", server, &sha256_hex(whole.as_bytes())])
 }
-
-fn digest_hex(bytes: &[u8]) -> String {
-    hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
-}
-
-use crate::hash::{hex, random_hex};
 
 /// One caller's tokens for one server, in the store (rmcp's credential store).
 #[derive(Clone)]
@@ -126,7 +121,7 @@ impl StoreCredentials {
 
     /// The lock that one refresh of these credentials holds, across replicas.
     pub(super) async fn refresh_lock(&self) -> Result<Lock, AuthError> {
-        acquire(&self.store, &format!("refresh:{}", digest_hex(self.key.as_bytes()))).await
+        acquire(&self.store, &format!("refresh:{}", sha256_hex(self.key.as_bytes()))).await
     }
 }
 
@@ -197,7 +192,7 @@ pub(crate) struct StoreStates(Store);
 
 impl StoreStates {
     fn key(&self, csrf: &str) -> String {
-        self.0.key(&["connect", "pkce", &digest_hex(csrf.as_bytes())])
+        self.0.key(&["connect", "pkce", &sha256_hex(csrf.as_bytes())])
     }
 }
 
@@ -267,7 +262,7 @@ struct Registered {
 }
 
 fn state_key(store: &Store, state: &str) -> String {
-    store.key(&["connect", "state", &digest_hex(state.as_bytes())])
+    store.key(&["connect", "state", &sha256_hex(state.as_bytes())])
 }
 
 /// Where the link last given to `caller` for `server` is named while it is young (half of
@@ -275,24 +270,24 @@ fn state_key(store: &Store, state: &str) -> String {
 /// caller calling in a loop keeps one or two states in the store, not one per call.
 fn pending_key(store: &Store, caller: &Caller, server: &str) -> String {
     let whole = serde_json::json!([caller.issuer, caller.subject, server]).to_string();
-    store.key(&["connect", "pending", &digest_hex(whole.as_bytes())])
+    store.key(&["connect", "pending", &sha256_hex(whole.as_bytes())])
 }
 
 fn flow_key(store: &Store, csrf: &str) -> String {
-    store.key(&["connect", "flow", &digest_hex(csrf.as_bytes())])
+    store.key(&["connect", "flow", &sha256_hex(csrf.as_bytes())])
 }
 
 /// Where the client registered at `issuer` for `redirect_uri` is kept.
 fn client_key(store: &Store, issuer: &str, redirect_uri: &str) -> String {
     let whole = serde_json::json!([issuer, redirect_uri]).to_string();
-    store.key(&["connect", "client", &digest_hex(whole.as_bytes())])
+    store.key(&["connect", "client", &sha256_hex(whole.as_bytes())])
 }
 
 /// Where the secret of the client `client_id` registered at `issuer` is kept (what a refresh,
 /// which knows the client but not the redirect URI it was registered with, reads).
 fn secret_key(store: &Store, issuer: &str, client_id: &str) -> String {
     let whole = serde_json::json!([issuer, client_id]).to_string();
-    store.key(&["connect", "secret", &digest_hex(whole.as_bytes())])
+    store.key(&["connect", "secret", &sha256_hex(whole.as_bytes())])
 }
 
 /// Digests of tokens a server answered 401 to, most recent last (bounded): a per-user token

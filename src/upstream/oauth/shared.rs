@@ -26,6 +26,7 @@ use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use super::lock::Held;
 use super::per_user::{self, Due, StoreCredentials};
 use super::store::{register_secrets, RegisteredClient, TokenStore};
+use crate::hash::sha256_hex;
 use crate::store::Store;
 
 /// The place of one server's sign-in (and registered clients) for one resource.
@@ -328,17 +329,13 @@ impl SharedSignIn {
 /// digest of the pair (JSON, so no split of the characters reads as another pair).
 fn credentials_key(store: &Store, server: &str, resource: &str) -> String {
     let whole = serde_json::json!([server, resource]).to_string();
-    store.key(&["signin", server, &digest_hex(whole.as_bytes())])
+    store.key(&["signin", server, &sha256_hex(whole.as_bytes())])
 }
 
 /// Where the client `server` registered at `issuer` is kept.
 fn client_key(store: &Store, server: &str, issuer: &str) -> String {
     let whole = serde_json::json!([server, issuer]).to_string();
-    store.key(&["signin", server, "client", &digest_hex(whole.as_bytes())])
-}
-
-fn digest_hex(bytes: &[u8]) -> String {
-    crate::hash::hex(ring::digest::digest(&ring::digest::SHA256, bytes).as_ref())
+    store.key(&["signin", server, "client", &sha256_hex(whole.as_bytes())])
 }
 
 #[cfg(test)]
