@@ -13,6 +13,7 @@ use super::cap_result;
 use super::dto::ExecuteOptions;
 use super::state::{Server, State};
 use crate::caller::Caller;
+use crate::config::ServerSpec;
 use crate::confirm::Answer;
 use crate::error::{Error, Result};
 use crate::rules::Sight;
@@ -157,7 +158,7 @@ impl State {
         if let Ok(Some(token)) = &got {
             // Refused by the server since it was issued: dropped, and, where the caller's
             // token is exchanged, exchanged anew at once (no person is needed for that).
-            if per_user::drop_if_refused(store, caller, name, token).await {
+            if per_user::drop_if_refused(store, &handle.spec, caller, token).await {
                 got = match handle.spec.token_exchange() {
                     Some(_) => per_user::token(store, &handle.spec, caller).await,
                     None => Ok(None),
@@ -181,14 +182,11 @@ impl State {
         }
     }
 
-    /// What a call answers when the per-user server refused the caller's own token: a new
-    /// sign-in link, or, where tokens are exchanged, that the next call exchanges again.
-    async fn refused_own_token(&self, server: &str, caller: &Caller) -> Error {
-        // The configured server's spec: the caller's own connection carries a fixed bearer instead.
-        let exchanged = self
-            .server(server)
-            .is_ok_and(|configured| configured.spec.token_exchange().is_some());
-        if !exchanged {
+    /// What a call answers when the per-user server `spec` refused the caller's own token: a
+    /// new sign-in link, or, where tokens are exchanged, that the next call exchanges again.
+    async fn refused_own_token(&self, spec: &ServerSpec, caller: &Caller) -> Error {
+        let server = spec.name.as_str();
+        if spec.token_exchange().is_none() {
             return self.sign_in_link(server, caller).await;
         }
         Error::ServerConnection {
@@ -219,8 +217,11 @@ impl State {
     /// the answer is a new sign-in link, now ([`State::refused_own_token`]); `None` when the
     /// failure was another.
     pub(super) async fn if_token_refused(&self, caller: &Caller, server: &str, token: &str) -> Option<Error> {
-        if crate::upstream::per_user::drop_if_refused(&self.shared.store, caller, server, token).await {
-            return Some(self.refused_own_token(server, caller).await);
+        // The configured server's spec (this state's, so it is there): the caller's own
+        // connection carries a fixed bearer instead of its oauth settings.
+        let spec = &self.server(server).ok()?.spec;
+        if crate::upstream::per_user::drop_if_refused(&self.shared.store, spec, caller, token).await {
+            return Some(self.refused_own_token(spec, caller).await);
         }
         None
     }

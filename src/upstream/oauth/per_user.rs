@@ -321,13 +321,18 @@ fn was_refused(token: &str) -> bool {
         .contains(&digest)
 }
 
-/// Whether the server refused `token` (see [`refused`]); if so, `caller`'s credentials for
-/// `server` are dropped, so their next call signs in again.
-pub(crate) async fn drop_if_refused(store: &Store, caller: &Caller, server: &str, token: &str) -> bool {
+/// Whether `spec`'s server refused `token` (see [`refused`]); if so, `caller`'s credentials
+/// for it are dropped, so their next call signs in again (or, with token exchange, exchanges
+/// again).
+pub(crate) async fn drop_if_refused(store: &Store, spec: &ServerSpec, caller: &Caller, token: &str) -> bool {
     if !was_refused(token) {
         return false;
     }
-    super::exchange::forget(store, caller, server, token).await;
+    let server = spec.name.as_str();
+    if spec.token_exchange().is_some() {
+        super::exchange::forget(store, caller, server, token).await;
+        return true;
+    }
     let credentials = StoreCredentials::new(store, caller, server);
     // Only if it is still that token: another replica may have stored a new one.
     let stored = credentials.load().await.ok().flatten();
