@@ -120,6 +120,34 @@ pub fn log_files(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// When a call ended and how long it took: taken once, so the audit line and the live
+/// statistics ([`crate::stats::Stats::record`]) agree and `stats` rebuilt from the log matches.
+#[derive(Debug, Clone, Copy)]
+pub struct Finished {
+    pub at: SystemTime,
+    pub took: Duration,
+}
+
+impl Finished {
+    /// A call that started at `started` and ends now.
+    #[must_use]
+    pub fn now(started: std::time::Instant) -> Self {
+        Self {
+            at: SystemTime::now(),
+            took: started.elapsed(),
+        }
+    }
+
+    /// A call that took `took` and ends now (tests).
+    #[cfg(test)]
+    pub fn took(took: Duration) -> Self {
+        Self {
+            at: SystemTime::now(),
+            took,
+        }
+    }
+}
+
 /// One audited call.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -202,11 +230,12 @@ impl AuditLog {
         tool: &str,
         arguments: Option<&Map<String, Value>>,
         outcome: Result<bool, crate::error::ErrorCode>,
-        duration: Duration,
+        finished: Finished,
         confirm: Option<&'static str>,
     ) {
+        let duration = finished.took;
         let entry = AuditEntry {
-            time: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            time: humantime::format_rfc3339_millis(finished.at).to_string(),
             caller,
             server,
             tool,
@@ -417,7 +446,7 @@ mod tests {
             "read",
             args.as_object(),
             Ok(false),
-            Duration::from_millis(12),
+            Finished::took(Duration::from_millis(12)),
             None,
         );
         audit.record(
@@ -426,7 +455,7 @@ mod tests {
             "write",
             None,
             Err(crate::error::ErrorCode::ToolDisabled),
-            Duration::ZERO,
+            Finished::took(Duration::ZERO),
             None,
         );
         let text = std::fs::read_to_string(audit.path()).unwrap();
@@ -442,6 +471,26 @@ mod tests {
     }
 
     #[test]
+    fn the_line_and_the_live_statistics_show_one_instant() {
+        // Two clocks read a moment apart once made `stats` from the log differ by a millisecond.
+        let dir = tempfile::tempdir().unwrap();
+        let audit = log(dir.path(), false, 1 << 20);
+        let stats = crate::stats::Stats::default();
+        let finished = Finished {
+            at: SystemTime::UNIX_EPOCH + Duration::from_millis(1_790_000_000_123),
+            took: Duration::from_millis(5),
+        };
+        audit.record("local", "s", "t", None, Ok(false), finished, None);
+        stats.record("s", "t", crate::stats::Outcome::Ok, finished);
+        let line = &lines(audit.path())[0];
+        assert_eq!(line["time"], "2026-09-21T14:13:20.123Z");
+        assert_eq!(
+            stats.snapshot(None).tools[0].last_call.as_deref(),
+            line["time"].as_str()
+        );
+    }
+
+    #[test]
     fn values_only_when_configured() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), true, 1 << 20);
@@ -451,7 +500,7 @@ mod tests {
             "t",
             json!({ "q": "v" }).as_object(),
             Ok(true),
-            Duration::ZERO,
+            Finished::took(Duration::ZERO),
             None,
         );
         assert_eq!(lines(audit.path())[0]["arguments"], json!({ "q": "v" }));
@@ -463,7 +512,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 300);
         for _ in 0..5 {
-            audit.record("local", "server", "tool", None, Ok(false), Duration::ZERO, None);
+            audit.record(
+                "local",
+                "server",
+                "tool",
+                None,
+                Ok(false),
+                Finished::took(Duration::ZERO),
+                None,
+            );
         }
         let current = std::fs::metadata(audit.path()).unwrap().len();
         assert!(current <= 300, "{current}");
@@ -531,7 +588,7 @@ mod tests {
             "t",
             json!({ "q": "echo owned" }).as_object(),
             Ok(false),
-            Duration::ZERO,
+            Finished::took(Duration::ZERO),
             None,
         );
         assert_eq!(std::fs::read_to_string(&rc).unwrap(), "export PATH=/usr/bin\n");
@@ -550,7 +607,15 @@ mod tests {
         let target = dir.path().join("target");
         std::fs::write(&target, "").unwrap();
         std::os::unix::fs::symlink(&target, dir.path().join("audit.jsonl")).unwrap();
-        log(dir.path(), false, 1 << 20).record("local", "s", "t", None, Ok(false), Duration::ZERO, None);
+        log(dir.path(), false, 1 << 20).record(
+            "local",
+            "s",
+            "t",
+            None,
+            Ok(false),
+            Finished::took(Duration::ZERO),
+            None,
+        );
         assert_eq!(
             std::fs::read_to_string(&target).unwrap(),
             "",
@@ -565,15 +630,15 @@ mod tests {
     fn an_existing_log_is_appended_to_and_a_foreign_rotation_target_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let audit = log(dir.path(), false, 1 << 20);
-        audit.record("local", "s", "t", None, Ok(false), Duration::ZERO, None);
+        audit.record("local", "s", "t", None, Ok(false), Finished::took(Duration::ZERO), None);
         let again = log(dir.path(), false, 1 << 20);
-        again.record("local", "s", "u", None, Ok(false), Duration::ZERO, None);
+        again.record("local", "s", "u", None, Ok(false), Finished::took(Duration::ZERO), None);
         assert_eq!(lines(again.path()).len(), 2);
 
         let small = log(dir.path(), false, 10);
         let rotated = dir.path().join("audit.jsonl.1");
         std::fs::write(&rotated, "precious\n").unwrap();
-        small.record("local", "s", "v", None, Ok(false), Duration::ZERO, None);
+        small.record("local", "s", "v", None, Ok(false), Finished::took(Duration::ZERO), None);
         assert_eq!(std::fs::read_to_string(&rotated).unwrap(), "precious\n");
     }
 }

@@ -261,7 +261,7 @@ impl State {
         tool: &str,
         arguments: Option<&JsonObject>,
         outcome: &Result<CallToolResult>,
-        elapsed: Duration,
+        finished: crate::audit::Finished,
         answered: Option<Answer>,
     ) {
         if let Some(audit) = &self.audit {
@@ -275,7 +275,7 @@ impl State {
                 tool,
                 arguments,
                 outcome,
-                elapsed,
+                finished,
                 answered.map(Answer::audit_word),
             );
         }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
+use crate::audit::Finished;
 use crate::caller::Caller;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -530,25 +531,26 @@ impl Engine {
                 let outcome = state
                     .execute(caller, server, tool, arguments.as_ref(), options, &mut answered)
                     .await;
-                // One duration for both records: the statistics rebuilt from the log match.
-                let elapsed = started.elapsed();
+                // One duration and one instant for both records: the statistics rebuilt from
+                // the log match the live ones to the millisecond.
+                let finished = Finished::now(started);
                 state.audit(
                     caller,
                     server,
                     tool,
                     arguments.as_ref().and_then(Value::as_object),
                     &outcome,
-                    elapsed,
+                    finished,
                     answered,
                 );
-                self.count(server, tool, &outcome, elapsed);
+                self.count(server, tool, &outcome, finished);
                 outcome
             }
             Err(error) => {
                 let outcome = Err(error);
-                let elapsed = started.elapsed();
-                state.audit(caller, server, tool, None, &outcome, elapsed, None);
-                self.count(server, tool, &outcome, elapsed);
+                let finished = Finished::now(started);
+                state.audit(caller, server, tool, None, &outcome, finished, None);
+                self.count(server, tool, &outcome, finished);
                 outcome
             }
         }
@@ -602,13 +604,13 @@ impl Engine {
     }
 
     /// Add one call to the statistics.
-    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, elapsed: Duration) {
+    fn count(&self, server: &str, tool: &str, outcome: &Result<CallToolResult>, finished: Finished) {
         let outcome = match outcome {
             Ok(result) if result.is_error == Some(true) => crate::stats::Outcome::ToolError,
             Ok(_) => crate::stats::Outcome::Ok,
             Err(error) => crate::stats::Outcome::Error(error.code().as_str()),
         };
-        self.stats.record(server, tool, outcome, elapsed);
+        self.stats.record(server, tool, outcome, finished);
     }
 
     /// Calls, outcomes and latency of every tool called through this engine (or of one

@@ -14,7 +14,7 @@ mod audit;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -201,13 +201,13 @@ pub struct Stats {
 
 impl Stats {
     /// Count one call of `server`'s `tool` that ended now.
-    pub fn record(&self, server: &str, tool: &str, outcome: Outcome, duration: Duration) {
+    pub fn record(&self, server: &str, tool: &str, outcome: Outcome, finished: crate::audit::Finished) {
         self.add(
             server,
             tool,
             outcome.key(),
-            duration.as_secs_f64() * 1000.0,
-            SystemTime::now(),
+            finished.took.as_secs_f64() * 1000.0,
+            finished.at,
         );
     }
 
@@ -243,21 +243,37 @@ fn cut(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn counts_outcomes_and_latency_per_tool() {
         let stats = Stats::default();
         for ms in 1..=100 {
-            stats.record("fs", "read", Outcome::Ok, Duration::from_millis(ms));
+            stats.record(
+                "fs",
+                "read",
+                Outcome::Ok,
+                crate::audit::Finished::took(Duration::from_millis(ms)),
+            );
         }
-        stats.record("fs", "read", Outcome::ToolError, Duration::from_millis(3));
+        stats.record(
+            "fs",
+            "read",
+            Outcome::ToolError,
+            crate::audit::Finished::took(Duration::from_millis(3)),
+        );
         stats.record(
             "fs",
             "read",
             Outcome::Error("TOOL_EXECUTION_TIMEOUT"),
-            Duration::from_millis(200),
+            crate::audit::Finished::took(Duration::from_millis(200)),
         );
-        stats.record("fs", "write", Outcome::Error("TOOL_DISABLED"), Duration::ZERO);
+        stats.record(
+            "fs",
+            "write",
+            Outcome::Error("TOOL_DISABLED"),
+            crate::audit::Finished::took(Duration::ZERO),
+        );
         let snapshot = stats.snapshot(None);
         assert_eq!(snapshot.calls(), 103);
         let read = &snapshot.tools[0];
@@ -286,7 +302,12 @@ mod tests {
     fn made_up_names_past_the_bound_count_together() {
         let stats = Stats::default();
         for i in 0..MAX_TOOLS + 10 {
-            stats.record("s", &format!("t{i}"), Outcome::Error("TOOL_NOT_FOUND"), Duration::ZERO);
+            stats.record(
+                "s",
+                &format!("t{i}"),
+                Outcome::Error("TOOL_NOT_FOUND"),
+                crate::audit::Finished::took(Duration::ZERO),
+            );
         }
         let snapshot = stats.snapshot(None);
         assert_eq!(snapshot.tools.len(), MAX_TOOLS + 1);
