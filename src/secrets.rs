@@ -758,6 +758,9 @@ const MAX_TOKENS_PER_SERVER: usize = 512;
 /// A token used within this long is never forgotten, however many came after it: a call or a
 /// connection may still carry it (calls, and idle connections, end well within it).
 const TOKEN_IN_USE: std::time::Duration = std::time::Duration::from_secs(60 * 60);
+/// A token's use is recorded again only this long after the last record: calls in a burst take
+/// the register's read lock alone. Against [`TOKEN_IN_USE`], being a minute late changes nothing.
+const USE_RECORDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// One registered secret of one server (or of the gateway's own: `(environment)`, `store`…).
 struct Entry {
@@ -904,6 +907,11 @@ fn register_tokens_at(server: &str, values: impl IntoIterator<Item = String>, us
     if fresh.is_empty() {
         return;
     }
+    // Every per-user call registers its token: the read lock spares other callers' scrubbing a
+    // wait when nothing is new.
+    if recorded(&REGISTER.read().unwrap_or_else(PoisonError::into_inner), &fresh, used) {
+        return;
+    }
     let mut register = REGISTER.write().unwrap_or_else(PoisonError::into_inner);
     let mut changed = false;
     for value in fresh {
@@ -928,6 +936,19 @@ fn register_tokens_at(server: &str, values: impl IntoIterator<Item = String>, us
     if changed {
         rebuild_finder(&mut register);
     }
+}
+
+/// Whether each of `values` is registered with a use recorded within [`USE_RECORDED_WITHIN`]
+/// of `now` (or for good): registering them again would change nothing that matters.
+fn recorded(register: &Register, values: &[String], now: std::time::Instant) -> bool {
+    values.iter().all(|value| {
+        register.names.contains(value)
+            || register.entries.iter().any(|e| {
+                e.value.expose_secret() == value
+                    && e.used
+                        .is_none_or(|last| now.saturating_duration_since(last) < USE_RECORDED_WITHIN)
+            })
+    })
 }
 
 /// Forget the tokens of `server` beyond its [`MAX_TOKENS_PER_SERVER`] most recently used that
@@ -1677,6 +1698,38 @@ mod tests {
         // A forgotten token that is used again is a secret again before it is sent.
         register_tokens(server, [oldest.clone()]);
         assert_eq!(scrub(&format!("old {oldest}")), "old ***");
+    }
+
+    #[test]
+    fn a_token_used_again_within_a_minute_needs_no_new_record() {
+        let server = "lru-recorded";
+        let value = token(server, 0);
+        register_tokens_at(server, [value.clone()], ago(30));
+        let register = REGISTER.read().unwrap();
+        assert!(recorded(
+            &register,
+            std::slice::from_ref(&value),
+            std::time::Instant::now()
+        ));
+        let later = std::time::Instant::now() + USE_RECORDED_WITHIN;
+        assert!(
+            !recorded(&register, std::slice::from_ref(&value), later),
+            "a minute on: recorded again"
+        );
+        assert!(
+            !recorded(&register, &[token(server, 1)], std::time::Instant::now()),
+            "a new token"
+        );
+        drop(register);
+        // Recorded again a minute on: its use moves, so it is not the least recently used.
+        register_tokens_at(server, [value.clone()], later);
+        let register = REGISTER.read().unwrap();
+        let entry = register
+            .entries
+            .iter()
+            .find(|e| e.value.expose_secret() == value)
+            .unwrap();
+        assert_eq!(entry.used, Some(later));
     }
 
     #[test]
