@@ -6,7 +6,9 @@
 // 2026-07-28 client), the browser steps (fetch, answering the fixture's login page) run on the
 // OTHER replica, and the retried call on the first runs with that user's own token. Each user's
 // calls reach the server with their own token only; a used or made-up link is refused; a
-// client that cannot open links gets the link in a tool error; no token reaches a log. The
+// client that cannot open links gets the link in a tool error; no token reaches a log. Opening a
+// link shows a page naming whom it is for; only its Continue button, posted from that browser
+// (its cookie), goes on to the authorization server — another site's page cannot. The
 // server's tool list, once anyone's connection gave it, is everyone's (search, list, details,
 // on every replica and one started later); its prompts, resources, templates and completions
 // are each caller's own, through their own connection, and one not signed in is asked to
@@ -72,16 +74,61 @@ async function signInWithBrowser(link, base, user) {
   return finishInBrowser(await openLink(link, base), base, user);
 }
 
-/** A sign-in link opened on `base`: the authorization address it sends the browser to. */
+/**
+ * A sign-in link opened on `base` as a browser does: the gateway's page naming whom the link is
+ * for, then its Continue button. The authorization address that sends the browser to, and the
+ * cookie the browser holds from then on.
+ */
 async function openLink(link, base) {
-  const start = new URL(link);
-  const toAuthorize = await fetch(new URL(start.pathname + start.search, base), { redirect: 'manual' });
-  assert.equal(toAuthorize.status, 302, await toAuthorize.text());
-  return toAuthorize.headers.get('location');
+  const shown = await confirmationPage(link, base);
+  const toAuthorize = await continueSignIn(shown);
+  assert.equal(toAuthorize.status, 303, await toAuthorize.text());
+  return browserAfter(toAuthorize);
 }
 
-/** The rest of {@link signInWithBrowser}, from the authorization address `authorize`. */
-async function finishInBrowser(authorize, base, user) {
+/** Where the browser goes after continuing (`authorize`), with the cookie it was given then. */
+function browserAfter(continued) {
+  const cookie = continued.headers.getSetCookie().find((c) => c.startsWith('anygpt-signin-'));
+  assert.ok(cookie, continued.headers.getSetCookie().join('\n'));
+  return { authorize: continued.headers.get('location'), cookie: cookie.split(';')[0] };
+}
+
+/** The page a sign-in link opened on `base` shows: its text, form fields and cookie. */
+async function confirmationPage(link, base) {
+  const start = new URL(link);
+  const address = new URL(start.pathname + start.search, base);
+  const shown = await fetch(address, { redirect: 'manual' });
+  const text = await shown.text();
+  assert.equal(shown.status, 200, text);
+  const form = Object.fromEntries([...text.matchAll(/<input type=hidden name=(\w+) value="([^"]*)">/g)].map(([, name, value]) => [name, value]));
+  assert.deepEqual(Object.keys(form), ['state', 'confirm'], text);
+  return { address, text, form, headers: shown.headers, cookie: shown.headers.get('set-cookie').split(';')[0] };
+}
+
+/**
+ * The page's Continue button: its form posted to the page's own address with the page's cookie,
+ * as the browser that was shown it sends them (`headers` changes what it sends).
+ */
+function continueSignIn({ address, form, cookie }, headers = {}) {
+  return fetch(address, {
+    method: 'POST',
+    redirect: 'manual',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      cookie,
+      origin: address.origin,
+      'sec-fetch-site': 'same-origin',
+      ...headers,
+    },
+    body: new URLSearchParams(form),
+  });
+}
+
+/**
+ * The rest of {@link signInWithBrowser}, from the authorization address `authorize`, in the
+ * browser holding `cookie` (the gateway's, sent back to it only).
+ */
+async function finishInBrowser({ authorize, cookie }, base, user) {
   const login = await fetch(authorize);
   const form = await login.text();
   assert.match(form, /<form method="get" action="\/authorize\/approve">/);
@@ -94,7 +141,7 @@ async function finishInBrowser(authorize, base, user) {
   assert.equal(back.status, 302);
   const callback = new URL(back.headers.get('location'));
   assert.equal(callback.origin, new URL(base).origin, 'the authorization server sends the browser back to the replica it came through');
-  const done = await fetch(callback);
+  const done = await fetch(callback, { headers: { cookie } });
   return { status: done.status, text: await done.text() };
 }
 
@@ -359,18 +406,72 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     assert.equal(noFlow.status, 400);
   });
 
+  test('an opened link names whom it is for and signs nobody in until continued from that page in that browser', async () => {
+    const ivy = accessToken(key, 'ivy');
+    const { request } = question(await whoami(a.url, ivy));
+    const shown = await confirmationPage(request.params.url, b.base);
+    // A page, not a redirect: a site that loads the link (an image, a frame, a redirect) does
+    // not reach the authorization server, where the browser may be signed in already.
+    assert.equal(shown.headers.get('location'), null);
+    assert.match(shown.text, new RegExp(`Sign in to <b>team-gh</b> for the gateway user <b>${ISSUER}#ivy</b>\\?`));
+    assert.match(shown.text, /Continue only if you are /);
+    assert.match(shown.headers.get('content-security-policy'), /frame-ancestors 'none'/);
+    assert.equal(shown.headers.get('x-frame-options'), 'DENY');
+    assert.match(shown.headers.get('set-cookie'), /^anygpt-connect-[0-9a-f]{16}=[0-9a-f]{64}; Max-Age=600; Path=\/connect; HttpOnly; SameSite=Strict$/);
+
+    // What another site's page can send: its own Origin, no cookie of ours (SameSite), a value
+    // it cannot know. Each is refused, on either replica, and leaves the link usable.
+    const refusals = [
+      { origin: 'https://evil.example' },
+      { 'sec-fetch-site': 'cross-site' },
+      { cookie: '' },
+      { cookie: shown.cookie.replace(/=.*/, `=${'0'.repeat(64)}`) },
+    ];
+    for (const [i, headers] of refusals.entries()) {
+      const refused = await continueSignIn(i % 2 ? { ...shown, address: new URL(shown.address.pathname + shown.address.search, a.base) } : shown, headers);
+      assert.equal(refused.status, 403, JSON.stringify(headers));
+      assert.match(await refused.text(), /not continued from the page the gateway showed in this browser/);
+    }
+    const forged = await continueSignIn({ ...shown, form: { ...shown.form, confirm: '1'.repeat(64) } });
+    assert.equal(forged.status, 403);
+    // Another link's page does not continue this one.
+    const other = await confirmationPage(question(await whoami(a.url, accessToken(key, 'hank'))).request.params.url, a.base);
+    assert.equal((await continueSignIn({ ...shown, cookie: other.cookie, form: { ...shown.form, confirm: other.form.confirm } })).status, 403);
+
+    // Continued from the page: the page's cookie is cleared, the sign-in's given, and the
+    // sign-in runs.
+    const continued = await continueSignIn(shown);
+    assert.equal(continued.status, 303, await continued.text());
+    const [cleared, started] = continued.headers.getSetCookie();
+    assert.equal(cleared, `${shown.cookie.replace(/=.*/, '=')}; Max-Age=0; Path=/connect; HttpOnly; SameSite=Strict`);
+    assert.match(started, /^anygpt-signin-[0-9a-f]{16}=[0-9a-f]{64}; Max-Age=600; Path=\/connect; HttpOnly; SameSite=Lax$/);
+    const page = await finishInBrowser(browserAfter(continued), b.base, 'ivy');
+    assert.equal(page.status, 200, page.text);
+    assert.equal((await whoami(a.url, ivy)).result?.content?.[0]?.text, 'signed-in user ivy');
+  });
+
+  test('an authorization address sent on to somebody else signs nobody in for the link\'s caller', async () => {
+    // Hank continues his own link, then sends the authorization address it gave him to Judy,
+    // whose browser is signed in at the authorization server: she signs in there, and her
+    // browser comes back to the gateway without the cookie Hank's browser holds.
+    const hank = accessToken(key, 'hank');
+    const { authorize } = await openLink(question(await whoami(a.url, hank)).request.params.url, a.base);
+    const page = await finishInBrowser({ authorize, cookie: '' }, a.base, 'judy');
+    assert.equal(page.status, 403, page.text);
+    assert.match(page.text, /started in another browser/);
+    // Hank holds no token: his call still asks him to sign in; nothing reached the server as Judy.
+    question(await whoami(b.url, hank));
+  });
+
   test("an authorization server's refusal shows its error code only: a description anyone holding a state can write never reaches the gateway's page", async () => {
     const frank = accessToken(key, 'frank');
     const { request } = question(await whoami(a.url, frank));
-    const link = new URL(request.params.url);
-    const toAuthorize = await fetch(new URL(link.pathname + link.search, b.base), { redirect: 'manual' });
-    assert.equal(toAuthorize.status, 302);
-    const csrf = new URL(toAuthorize.headers.get('location')).searchParams.get('state');
+    const browser = await openLink(request.params.url, b.base);
     const callback = new URL('/connect/callback', a.base);
-    callback.searchParams.set('state', csrf);
+    callback.searchParams.set('state', new URL(browser.authorize).searchParams.get('state'));
     callback.searchParams.set('error', 'access_denied');
     callback.searchParams.set('error_description', 'Your session expired: sign in again at https://evil.example/login');
-    const refused = await fetch(callback);
+    const refused = await fetch(callback, { headers: { cookie: browser.cookie } });
     const text = await refused.text();
     assert.match(text, /Signing in to team-gh was refused \(access_denied\)/);
     assert.doesNotMatch(text, /evil\.example|session expired/);

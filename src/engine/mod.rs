@@ -572,17 +572,34 @@ impl Engine {
         handle.is_per_user().then(|| handle.spec.clone())
     }
 
-    /// A per-user sign-in link opened (`state` from the link): where to send the browser, the
-    /// authorization endpoint `server`'s metadata names. `None` when `server` is not one a
+    /// A per-user sign-in link continued (`state` from the link) by the browser holding the
+    /// value whose SHA-256 (hex) is `browser`: where to send it, the authorization endpoint
+    /// `server`'s metadata names. `None` when `server` is not one a
     /// caller signs in to.
     pub(crate) async fn sign_in_address(
         &self,
         server: &str,
         state: &str,
         redirect_uri: &str,
+        browser: &str,
     ) -> Option<std::result::Result<String, SignInError>> {
         let spec = self.per_user_spec(server)?;
-        Some(crate::upstream::per_user::authorize(&self.store(), &spec, state, redirect_uri).await)
+        Some(crate::upstream::per_user::authorize(&self.store(), &spec, state, redirect_uri, browser).await)
+    }
+
+    /// Whom the sign-in link `state` for `server` was given to (their [`Caller::label`]),
+    /// the link left usable. `None` when `server` is not one a caller signs in to.
+    pub(crate) async fn sign_in_caller(
+        &self,
+        server: &str,
+        state: &str,
+    ) -> Option<std::result::Result<String, SignInError>> {
+        let spec = self.per_user_spec(server)?;
+        Some(
+            crate::upstream::per_user::link_caller(&self.store(), &spec, state)
+                .await
+                .map(|caller| caller.label()),
+        )
     }
 
     /// The sign-in `state` names, spent (it works once, on any replica).

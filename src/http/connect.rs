@@ -3,17 +3,30 @@
 //!
 //! No bearer token here: a browser follows the link. The link's `state` is the authority — a
 //! random value the gateway gave one caller for one server, kept in the store for ten minutes
-//! and spent on first use — so any replica answers either route. `/connect/<server>` redirects
-//! only to the authorization endpoint the server's metadata names; `/connect/callback` takes
-//! the sign-in its `state` names (spent too), exchanges the code and says so on a small page.
+//! and spent on first use — so any replica answers every route. Opening `/connect/<server>`
+//! shows a page naming the gateway user the link is for and asking the person to continue
+//! (spending nothing, visiting no authorization server); continuing (a POST from that page in
+//! that browser, tied to it by a cookie) spends the state, gives the browser a second cookie
+//! and redirects only to the authorization endpoint the server's metadata names;
+//! `/connect/callback` takes the sign-in its `state` names (spent too) and, only in the browser
+//! holding that second cookie, exchanges the code and says so on a small page.
+//!
+//! Why: a sign-in's account serves the calls of the caller its link was made for. Without the
+//! page, any site the person visits could load a link made for someone else (an image, a
+//! redirect), and an authorization server that remembers the person would sign them in without
+//! a click. Without the second cookie, the link's holder could continue it and send the
+//! authorization address on instead. Both stop there; a person who continues a link made for
+//! someone else, despite the page naming that user, is not stopped (that needs the browser
+//! signed in to the team's identity provider too).
 //! Every query parameter is bounded, a repeated one refused, and every text on a page escaped;
 //! of a refusal, a page shows the error code only (its description goes to the log).
 //! Pages are never cached, framed, or sent as a referrer.
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{header, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -24,6 +37,8 @@ use crate::engine::Engine;
 const MAX_SERVER_BYTES: usize = 256;
 /// Longest query string read.
 const MAX_QUERY_BYTES: usize = 8 * 1024;
+/// How long a link's confirmation cookie lasts: as long as the link.
+const FLOW_SECS: u64 = 10 * 60;
 /// Longest value of each parameter read.
 const MAX_VALUE_BYTES: usize = 4 * 1024;
 
@@ -38,16 +53,15 @@ struct Connect {
 pub(super) fn router(engine: &Engine, origin: Arc<str>) -> Router {
     Router::new()
         .route("/connect/callback", get(callback))
-        .route("/connect/{server}", get(start))
+        .route("/connect/{server}", get(start).post(proceed))
         .with_state(Connect {
             engine: engine.clone(),
             origin,
         })
 }
 
-/// The query's parameters named in `names`, each at most once and bounded; `Err` says which.
-fn params<const N: usize>(uri: &Uri, names: [&str; N]) -> Result<[Option<String>; N], String> {
-    let query = uri.query().unwrap_or_default();
+/// The parameters of `query` (or of a form's body, the same encoding) named in `names`, each at most once and bounded; `Err` says which.
+fn params<const N: usize>(query: &str, names: [&str; N]) -> Result<[Option<String>; N], String> {
     if query.len() > MAX_QUERY_BYTES {
         return Err(format!("the address is longer than {MAX_QUERY_BYTES} bytes"));
     }
@@ -68,62 +82,259 @@ fn params<const N: usize>(uri: &Uri, names: [&str; N]) -> Result<[Option<String>
     Ok(found)
 }
 
-/// `/connect/<server>?state=…`: start the sign-in the link was given for.
+/// `/connect/<server>?state=…`: a page naming whom the link is for, asking to continue. Nothing
+/// is spent and no authorization server is visited: a page elsewhere that loads the link (an
+/// image, a frame, a redirect) signs nobody in with the browser's session there.
 async fn start(State(connect): State<Connect>, Path(server): Path<String>, uri: Uri) -> Response {
-    if server.len() > MAX_SERVER_BYTES {
-        return page(StatusCode::NOT_FOUND, "No such sign-in.");
-    }
-    let [state] = match params(&uri, ["state"]) {
+    let [state] = match params(uri.query().unwrap_or_default(), ["state"]) {
         Ok(found) => found,
-        Err(why) => {
-            return page(
-                StatusCode::BAD_REQUEST,
-                &format!("This sign-in link is malformed: {why}."),
-            )
-        }
+        Err(why) => return malformed("link", &why),
     };
-    let Some(state) = state.filter(|s| !s.is_empty()) else {
+    let state = match link_state(&server, state) {
+        Ok(state) => state,
+        Err((status, text)) => return page(status, text),
+    };
+    let Some(caller) = connect.engine.sign_in_caller(&server, &state).await else {
+        return not_here(&server);
+    };
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
+    };
+    let confirm = crate::hash::random_hex(32);
+    let cookie = Cookie::link(&connect.origin, &state);
+    let mut response = html(StatusCode::OK, &ask_page(&server, &caller, &state, &confirm));
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, cookie.set(&confirm, FLOW_SECS));
+    response
+}
+
+/// The confirmation page: whom the link is for, what continuing does, one button. The form
+/// posts to this same address (no `action`) with the link's state and this page's `confirm`
+/// value, which the browser also holds as a cookie only this origin's pages send.
+fn ask_page(server: &str, caller: &str, state: &str, confirm: &str) -> String {
+    let (server, caller) = (html_escape(&crate::secrets::scrub(server)), html_escape(caller));
+    format!(
+        "<!doctype html><meta charset=utf-8><title>anygpt-discovery</title>\
+         <p>Sign in to <b>{server}</b> for the gateway user <b>{caller}</b>?</p>\
+         <p>Continue only if you are {caller}. The {server} account you sign in with next is used \
+         for that user's calls: a link somebody else sent you would give them your account.</p>\
+         <form method=post><input type=hidden name=state value=\"{state}\">\
+         <input type=hidden name=confirm value=\"{confirm}\">\
+         <button type=submit>Continue as {caller}</button></form>",
+        state = html_escape(state),
+    )
+}
+
+/// `POST /connect/<server>` from the confirmation page: take the link's state and send the
+/// browser to the authorization endpoint the server's metadata names. Only from the page this
+/// browser was shown: the `confirm` value must be the one its cookie holds (a cookie sent only
+/// with this origin's own requests), and a browser's `Origin`/`Sec-Fetch-Site`, when it sends
+/// them, must say this origin.
+async fn proceed(
+    State(connect): State<Connect>,
+    Path(server): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if body.len() > MAX_QUERY_BYTES {
         return page(
-            StatusCode::BAD_REQUEST,
-            "This sign-in link has no state: use the whole link your client showed.",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("This sign-in form is longer than {MAX_QUERY_BYTES} bytes."),
         );
+    }
+    let form = String::from_utf8_lossy(&body);
+    let [state, confirm] = match params(&form, ["state", "confirm"]) {
+        Ok(found) => found,
+        Err(why) => return malformed("form", &why),
     };
+    let state = match link_state(&server, state) {
+        Ok(state) => state,
+        Err((status, text)) => return page(status, text),
+    };
+    if let Err(why) = same_origin(&headers, &connect.origin) {
+        tracing::info!(%server, "a sign-in was continued from another site: {why}");
+        return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
+    }
+    let cookie = Cookie::link(&connect.origin, &state);
+    if !cookie.holds(&headers, confirm.as_deref().unwrap_or_default()) {
+        tracing::info!(%server, "a sign-in was continued without the page this browser was shown");
+        return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
+    }
+    // What ties the callback to this browser: the authorization address may be sent on to
+    // somebody else, who would otherwise sign in for this link's caller.
+    let browser = crate::hash::random_hex(32);
     let redirect_uri = format!("{}/connect/callback", connect.origin);
-    let Some(address) = connect.engine.sign_in_address(&server, &state, &redirect_uri).await else {
-        return page(
-            StatusCode::NOT_FOUND,
-            &format!("{server} is not a server you sign in to here."),
-        );
+    let digest = crate::hash::sha256_hex(browser.as_bytes());
+    let Some(address) = connect
+        .engine
+        .sign_in_address(&server, &state, &redirect_uri, &digest)
+        .await
+    else {
+        return not_here(&server);
     };
-    match address {
-        Ok(address) => (
-            StatusCode::FOUND,
-            [
-                (header::LOCATION, address),
-                (header::CACHE_CONTROL, "no-store".to_owned()),
-                (header::REFERRER_POLICY, "no-referrer".to_owned()),
-            ],
-        )
-            .into_response(),
+    let address = match address {
+        Ok(address) => address,
         Err(error) => {
             tracing::info!(%server, "a sign-in link was refused: {error}");
-            page(StatusCode::BAD_REQUEST, &error.to_string())
+            return page(StatusCode::BAD_REQUEST, &error.to_string());
         }
+    };
+    // `authorize` made the address, with the authorization request's `state`, which the
+    // callback brings back and names its cookie by.
+    let request_state = reqwest::Url::parse(&address)
+        .ok()
+        .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
+        .unwrap_or_default();
+    let mut response = (
+        StatusCode::SEE_OTHER,
+        [
+            (header::LOCATION, address),
+            (header::CACHE_CONTROL, "no-store".to_owned()),
+            (header::REFERRER_POLICY, "no-referrer".to_owned()),
+        ],
+    )
+        .into_response();
+    let cookies = response.headers_mut();
+    cookies.append(header::SET_COOKIE, cookie.set("", 0));
+    cookies.append(
+        header::SET_COOKIE,
+        Cookie::sign_in(&connect.origin, &request_state).set(&browser, FLOW_SECS),
+    );
+    response
+}
+
+/// What a callback in a browser that did not continue the sign-in is told.
+const OTHER_BROWSER: &str = "This sign-in was started in another browser, so it is not finished here. \
+     If it is yours, open the sign-in link your client showed you in this browser.";
+
+/// What a continuation not made from the gateway's own page in this browser is told.
+const FROM_ELSEWHERE: &str = "This sign-in was not continued from the page the gateway showed in this browser. \
+     Open the sign-in link yourself and press Continue there.";
+
+/// The link's `state`, if `server` and it are well formed; else what the page says why.
+fn link_state(server: &str, state: Option<String>) -> Result<String, (StatusCode, &'static str)> {
+    if server.len() > MAX_SERVER_BYTES {
+        return Err((StatusCode::NOT_FOUND, "No such sign-in."));
+    }
+    state.filter(|s| !s.is_empty()).ok_or((
+        StatusCode::BAD_REQUEST,
+        "This sign-in link has no state: use the whole link your client showed.",
+    ))
+}
+
+/// The page for a sign-in `what` (link, form) whose parameters are malformed.
+fn malformed(what: &str, why: &str) -> Response {
+    page(
+        StatusCode::BAD_REQUEST,
+        &format!("This sign-in {what} is malformed: {why}."),
+    )
+}
+
+fn not_here(server: &str) -> Response {
+    page(
+        StatusCode::NOT_FOUND,
+        &format!("{server} is not a server you sign in to here."),
+    )
+}
+
+/// `Err` naming the header when a browser says the request came from another site: `Origin`
+/// (sent with every POST by current browsers) must be `origin`, `Sec-Fetch-Site` `same-origin`.
+/// A request with neither is not a browser's cross-site form, and the cookie check still holds.
+fn same_origin(headers: &HeaderMap, origin: &str) -> Result<(), String> {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        if site.as_bytes() != b"same-origin" {
+            return Err(format!("Sec-Fetch-Site: {}", String::from_utf8_lossy(site.as_bytes())));
+        }
+    }
+    if let Some(sent) = headers.get(header::ORIGIN) {
+        let sent = sent.to_str().unwrap_or_default();
+        let same = match (reqwest::Url::parse(sent), reqwest::Url::parse(origin)) {
+            (Ok(sent), Ok(ours)) => sent.origin() == ours.origin(),
+            _ => false,
+        };
+        if !same {
+            return Err(format!("Origin: {}", crate::text::cut_chars(sent, 200)));
+        }
+    }
+    Ok(())
+}
+
+/// A cookie that ties one browser's steps of one sign-in together, named after the state it is
+/// for (two sign-ins in two tabs do not undo each other). `__Host-` on https: no other origin,
+/// not even a subdomain, can set it.
+struct Cookie {
+    name: String,
+    attributes: String,
+}
+
+impl Cookie {
+    /// The link page's: its form counts only with it. `SameSite=Strict`: no other site's page
+    /// makes the browser send it.
+    fn link(origin: &str, state: &str) -> Self {
+        Self::new(origin, "connect", state, "Strict")
+    }
+
+    /// The continued sign-in's: its callback counts only with it. `SameSite=Lax`: the callback
+    /// is the authorization server's redirect, a navigation from its site.
+    fn sign_in(origin: &str, request_state: &str) -> Self {
+        Self::new(origin, "signin", request_state, "Lax")
+    }
+
+    fn new(origin: &str, kind: &str, state: &str, same_site: &str) -> Self {
+        let id = &crate::hash::sha256_hex(state.as_bytes())[..16];
+        if origin.starts_with("https://") {
+            Self {
+                name: format!("__Host-anygpt-{kind}-{id}"),
+                attributes: format!("Path=/; Secure; HttpOnly; SameSite={same_site}"),
+            }
+        } else {
+            Self {
+                name: format!("anygpt-{kind}-{id}"),
+                attributes: format!("Path=/connect; HttpOnly; SameSite={same_site}"),
+            }
+        }
+    }
+
+    /// The `Set-Cookie` value holding `value` for `max_age` seconds (0: remove it).
+    fn set(&self, value: &str, max_age: u64) -> HeaderValue {
+        HeaderValue::from_str(&format!(
+            "{}={value}; Max-Age={max_age}; {}",
+            self.name, self.attributes
+        ))
+        .expect("a cookie of hex digits and fixed words is a header value")
+    }
+
+    /// Whether the request's cookies hold this cookie with `value` (not empty).
+    fn holds(&self, headers: &HeaderMap, value: &str) -> bool {
+        !value.is_empty() && self.holds_digest(headers, &crate::hash::sha256_hex(value.as_bytes()))
+    }
+
+    /// Whether the request's cookies hold this cookie with a value whose SHA-256 (hex) is
+    /// `digest`. Compared as digests, so the time taken says nothing of the value.
+    fn holds_digest(&self, headers: &HeaderMap, digest: &str) -> bool {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|h| h.to_str().ok())
+            .flat_map(|h| h.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, sent)| {
+                name == self.name && !sent.is_empty() && crate::hash::sha256_hex(sent.as_bytes()) == digest
+            })
     }
 }
 
 /// `/connect/callback?code=…&state=…[&iss=…]` (or `error=…`): finish the sign-in.
-async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
-    let [code, state, issuer, error, description] =
-        match params(&uri, ["code", "state", "iss", "error", "error_description"]) {
-            Ok(found) => found,
-            Err(why) => {
-                return page(
-                    StatusCode::BAD_REQUEST,
-                    &format!("This sign-in answer is malformed: {why}."),
-                )
-            }
-        };
+async fn callback(State(connect): State<Connect>, headers: HeaderMap, uri: Uri) -> Response {
+    let [code, state, issuer, error, description] = match params(
+        uri.query().unwrap_or_default(),
+        ["code", "state", "iss", "error", "error_description"],
+    ) {
+        Ok(found) => found,
+        Err(why) => return malformed("answer", &why),
+    };
     let Some(state) = state.filter(|s| !s.is_empty()) else {
         return page(StatusCode::BAD_REQUEST, "This sign-in answer has no state.");
     };
@@ -133,6 +344,11 @@ async fn callback(State(connect): State<Connect>, uri: Uri) -> Response {
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
     let server = flow.server().to_owned();
+    let cookie = Cookie::sign_in(&connect.origin, &state);
+    if !cookie.holds_digest(&headers, flow.browser()) {
+        tracing::info!(%server, "a sign-in came back to a browser that did not start it");
+        return page(StatusCode::FORBIDDEN, OTHER_BROWSER);
+    }
     if let Some(error) = error {
         // The description is the log's, not the page's: whoever holds a flow's state (their
         // own) can write one, and the page is the gateway's, which a person trusts.
@@ -185,10 +401,18 @@ fn oauth_error_code(error: &str) -> Option<&str> {
 /// A small page saying `text` (escaped; scrubbed of registered secrets).
 fn page(status: StatusCode, text: &str) -> Response {
     let text = crate::secrets::scrub(text);
-    let body = format!(
-        "<!doctype html><meta charset=utf-8><title>anygpt-discovery</title><p>{}</p>",
-        html_escape(&text)
-    );
+    html(
+        status,
+        &format!(
+            "<!doctype html><meta charset=utf-8><title>anygpt-discovery</title><p>{}</p>",
+            html_escape(&text)
+        ),
+    )
+}
+
+/// `body` as a page never cached, framed (no clickjacking the confirmation's button) or sent as
+/// a referrer, running no script.
+fn html(status: StatusCode, body: &str) -> Response {
     (
         status,
         [
@@ -201,7 +425,7 @@ fn page(status: StatusCode, text: &str) -> Response {
             (header::X_FRAME_OPTIONS, "DENY"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
-        body,
+        body.to_owned(),
     )
         .into_response()
 }
@@ -220,14 +444,13 @@ mod tests {
 
     #[test]
     fn parameters_are_bounded_and_given_once() {
-        let uri: Uri = "/connect/callback?code=a&state=b&other=x".parse().unwrap();
-        let [code, state] = params(&uri, ["code", "state"]).unwrap();
+        let [code, state] = params("code=a&state=b&other=x", ["code", "state"]).unwrap();
         assert_eq!((code.as_deref(), state.as_deref()), (Some("a"), Some("b")));
-        let twice: Uri = "/connect/callback?state=a&state=b".parse().unwrap();
-        assert_eq!(params(&twice, ["state"]).unwrap_err(), "`state` is given twice");
-        let long: Uri = format!("/connect/callback?state={}", "a".repeat(MAX_VALUE_BYTES + 1))
-            .parse()
-            .unwrap();
+        assert_eq!(
+            params("state=a&state=b", ["state"]).unwrap_err(),
+            "`state` is given twice"
+        );
+        let long = format!("state={}", "a".repeat(MAX_VALUE_BYTES + 1));
         assert!(params(&long, ["state"]).unwrap_err().contains("longer than"));
     }
 
@@ -240,6 +463,80 @@ mod tests {
         );
         assert_eq!(oauth_error_code(&"a".repeat(65)), None);
         assert_eq!(oauth_error_code(""), None);
+    }
+
+    #[test]
+    fn a_continuation_counts_only_with_this_links_cookie_and_value() {
+        let cookie = Cookie::link("http://127.0.0.1:8080", "state-a");
+        let set = cookie.set("c0ffee", FLOW_SECS);
+        let set = set.to_str().unwrap();
+        assert!(
+            set.starts_with("anygpt-connect-") && set.contains("HttpOnly; SameSite=Strict"),
+            "{set}"
+        );
+        let name = set.split('=').next().unwrap();
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::COOKIE, format!("other=1; {name}={value}").parse().unwrap());
+            headers
+        };
+        assert!(cookie.holds(&with("c0ffee"), "c0ffee"));
+        assert!(!cookie.holds(&with("c0ffee"), "c0ffef"), "another value");
+        assert!(!cookie.holds(&with(""), ""), "an empty value never counts");
+        assert!(
+            !cookie.holds(&HeaderMap::new(), "c0ffee"),
+            "no cookie: a page elsewhere posted the form"
+        );
+        let other = Cookie::link("http://127.0.0.1:8080", "state-b");
+        assert!(!other.holds(&with("c0ffee"), "c0ffee"), "another link's cookie");
+        let https = Cookie::link("https://mcp.example.com", "state-a");
+        let set = https.set("", 0);
+        let set = set.to_str().unwrap();
+        assert!(
+            set.starts_with("__Host-anygpt-connect-") && set.contains("Path=/; Secure"),
+            "{set}"
+        );
+        assert!(set.contains("Max-Age=0"));
+    }
+
+    #[test]
+    fn a_browser_saying_another_site_is_refused() {
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, value.parse().unwrap());
+            }
+            map
+        };
+        let ours = "https://mcp.example.com:443";
+        assert!(
+            same_origin(&headers(&[]), ours).is_ok(),
+            "not a browser: the cookie decides"
+        );
+        assert!(same_origin(
+            &headers(&[("origin", "https://mcp.example.com"), ("sec-fetch-site", "same-origin")]),
+            ours
+        )
+        .is_ok());
+        let evil = same_origin(&headers(&[("origin", "https://evil.example")]), ours).unwrap_err();
+        assert_eq!(evil, "Origin: https://evil.example");
+        assert!(same_origin(&headers(&[("origin", "null")]), ours).is_err());
+        assert!(same_origin(&headers(&[("origin", "http://mcp.example.com")]), ours).is_err());
+        assert!(same_origin(&headers(&[("sec-fetch-site", "cross-site")]), ours).is_err());
+        assert!(same_origin(&headers(&[("sec-fetch-site", "same-site")]), ours).is_err());
+    }
+
+    #[test]
+    fn the_confirmation_names_the_caller_escaped_and_posts_to_itself() {
+        let text = ask_page("gh<x>", "https://id.example#\"alice\"", "ab\"cd", "c0ffee");
+        assert!(
+            text.contains("for the gateway user <b>https://id.example#&quot;alice&quot;</b>"),
+            "{text}"
+        );
+        assert!(text.contains("<b>gh&lt;x&gt;</b>"));
+        assert!(text.contains("<form method=post>"), "no action: the same address");
+        assert!(text.contains("name=state value=\"ab&quot;cd\""));
+        assert!(text.contains("name=confirm value=\"c0ffee\""));
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //! deleted in one step) when used, so it works once and on any replica:
 //! 1. a call by a caller without a token: [`begin`] keeps a random `state` bound to the caller
 //!    and the server; the call answers with `/connect/<server>?state=…`;
-//! 2. `/connect/<server>` ([`authorize`]): the state is taken; discovery as the shared sign-in
+//! 2. `/connect/<server>`: a page names the caller the link is for ([`link_caller`], the state
+//!    left unspent) and asks the person to continue; continuing ([`authorize`]) takes the state; discovery as the shared sign-in
 //!    does it (rmcp: protected-resource metadata, then the authorization server's), the client
 //!    pre-registered or registered dynamically (kept in the store per authorization server and
 //!    redirect URI), the PKCE verifier kept under the authorization request's own `state`
 //!    ([`StoreStates`], rmcp's state store) beside the flow (who, which server, which client);
 //!    the browser goes to the authorization endpoint the discovery named, nowhere else;
-//! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the code exchanged
+//! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the face checks the
+//!    browser is the one that continued ([`Flow::browser`]), the code is exchanged
 //!    with the verifier, and the tokens kept sealed ([`StoreCredentials`]).
 //!
 //! A server with `tokenExchange` has no sign-in: [`token`] trades the caller's own token for
@@ -245,12 +247,21 @@ pub(crate) struct Flow {
     client_id: String,
     client_secret: Option<String>,
     redirect_uri: String,
+    /// SHA-256 (hex) of the value the browser that started the sign-in holds: the callback
+    /// must come from that browser (one that was sent the authorization address by somebody
+    /// else would sign in for them).
+    browser: String,
 }
 
 impl Flow {
     /// The server the sign-in is for.
     pub(crate) fn server(&self) -> &str {
         &self.bound.server
+    }
+
+    /// SHA-256 (hex) of the value the browser that started this sign-in was given.
+    pub(crate) fn browser(&self) -> &str {
+        &self.browser
     }
 }
 
@@ -540,26 +551,45 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
     Ok(state)
 }
 
-/// `/connect/<server>?state=…`: take the link's state (one use) and start the authorization
-/// request; the address of the authorization endpoint to send the browser to.
+/// The caller a sign-in link's `state` was given to, the link left unspent: whom the page that
+/// asks the person opening it to continue names.
+pub(crate) async fn link_caller(store: &Store, spec: &ServerSpec, state: &str) -> Result<Caller, CredentialError> {
+    let bytes = store
+        .get_sealed(&state_key(store, state))
+        .await?
+        .ok_or(CredentialError::UnknownState)?;
+    Ok(bound_for(&bytes, spec)?.caller())
+}
+
+/// The link state `bytes` hold, if it was given for `spec`'s server and that server still signs
+/// each caller in.
+fn bound_for(bytes: &[u8], spec: &ServerSpec) -> Result<Bound, CredentialError> {
+    let bound: Bound = serde_json::from_slice(bytes).map_err(|_| CredentialError::UnknownState)?;
+    if bound.server != spec.name {
+        return Err(CredentialError::OtherServer(spec.name.clone()));
+    }
+    if !spec.is_per_user() {
+        return Err(CredentialError::NotPerUser(spec.name.clone()));
+    }
+    Ok(bound)
+}
+
+/// `/connect/<server>?state=…` continued: take the link's state (one use) and start the
+/// authorization request for the browser holding the value whose SHA-256 (hex) is `browser`;
+/// the address of the authorization endpoint to send it to.
 pub(crate) async fn authorize(
     store: &Store,
     spec: &ServerSpec,
     state: &str,
     redirect_uri: &str,
+    browser: &str,
 ) -> Result<String, CredentialError> {
     let server = spec.name.as_str();
     let bytes = store
         .take_sealed(&state_key(store, state))
         .await?
         .ok_or(CredentialError::UnknownState)?;
-    let bound: Bound = serde_json::from_slice(&bytes).map_err(|_| CredentialError::UnknownState)?;
-    if bound.server != server {
-        return Err(CredentialError::OtherServer(server.to_owned()));
-    }
-    if !spec.is_per_user() {
-        return Err(CredentialError::NotPerUser(server.to_owned()));
-    }
+    let bound = bound_for(&bytes, spec)?;
     let fail = |e: &AuthError| CredentialError::auth(server, e);
     let settings = Settings::from_spec(spec.connection.oauth.as_ref()).map_err(|e| CredentialError::Auth {
         server: server.to_owned(),
@@ -610,6 +640,7 @@ pub(crate) async fn authorize(
         client_id,
         client_secret,
         redirect_uri: redirect_uri.to_owned(),
+        browser: browser.to_owned(),
     };
     let bytes = serde_json::to_vec(&flow).expect("a flow serializes");
     store
@@ -777,11 +808,11 @@ mod tests {
         }))
         .unwrap();
         // Another server's link is refused (and spent).
-        let other = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback").await;
+        let other = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback", "b").await;
         assert!(matches!(other, Err(CredentialError::OtherServer(_))), "{other:?}");
-        let again = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback").await;
+        let again = authorize(&store, &spec, &state, "http://127.0.0.1/connect/callback", "b").await;
         assert!(matches!(again, Err(CredentialError::UnknownState)), "{again:?}");
-        let made_up = authorize(&store, &spec, &"0".repeat(64), "http://127.0.0.1/connect/callback").await;
+        let made_up = authorize(&store, &spec, &"0".repeat(64), "http://127.0.0.1/connect/callback", "b").await;
         assert!(matches!(made_up, Err(CredentialError::UnknownState)), "{made_up:?}");
         assert!(matches!(
             begin(&store, "gh", &Caller::local()).await,
