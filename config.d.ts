@@ -492,7 +492,8 @@ export interface TokenExchangeSpec {
   /**
    * Whose tokens are exchanged: the `issuer` of one of `discovery.http.auth.issuers` (the
    * provider at `tokenEndpoint`). Needed when more than one issuer is trusted, so no
-   * caller's token is ever sent to a provider that did not issue it.
+   * caller's token is ever sent to a provider that did not issue it; left out, the one
+   * trusted issuer.
    */
   issuer?: string | null
   /** What the caller's token is to the provider: `accessToken` (the default) or `jwt`. */

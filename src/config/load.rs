@@ -129,7 +129,9 @@ pub(super) fn from_value(value: Value, origin: &str, env: &Environment, scope: S
             )
         }
     };
+    let mut section = section;
     config.rules = super::validate_section(&section, origin)?;
+    super::pin_exchange_issuers(&mut section);
     config.expose = super::compile_expose(&section, origin)?;
     config.confirm = super::compile_confirm(&section);
     if scope == Scope::Project {

@@ -498,7 +498,8 @@ pub struct TokenExchangeSpec {
     pub resource: Option<String>,
     /// Whose tokens are exchanged: the `issuer` of one of `discovery.http.auth.issuers` (the
     /// provider at `tokenEndpoint`). Needed when more than one issuer is trusted, so no
-    /// caller's token is ever sent to a provider that did not issue it.
+    /// caller's token is ever sent to a provider that did not issue it; left out, the one
+    /// trusted issuer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issuer: Option<String>,
     /// What the caller's token is to the provider: `accessToken` (the default) or `jwt`.
@@ -1237,6 +1238,34 @@ fn check_exchange_issuer(exchange: &TokenExchangeSpec, issuers: &[&str], at: &st
     }
 }
 
+/// Name the issuer of each `tokenExchange` that leaves it out: the one issuer the config trusts
+/// ([`check_exchange_issuer`] refuses an unnamed one when several are). Pinned when the config
+/// loads, so a reload that drops an issuer stops its tokens being exchanged at once, although
+/// `serve --http` accepts that issuer's tokens until it restarts (its auth applies at start).
+fn pin_exchange_issuers(section: &mut DiscoverySection) {
+    let [only] = section
+        .http
+        .auth
+        .as_ref()
+        .map(|auth| auth.issuers.as_slice())
+        .unwrap_or_default()
+    else {
+        return;
+    };
+    let only = only.issuer.trim().to_owned();
+    for server in &mut section.servers {
+        if let Some(exchange) = server
+            .connection
+            .oauth
+            .as_mut()
+            .filter(|o| o.per_user)
+            .and_then(|o| o.token_exchange.as_mut())
+        {
+            exchange.issuer.get_or_insert_with(|| only.clone());
+        }
+    }
+}
+
 /// Why a URL is not an endpoint a credential may be sent to.
 #[derive(Debug, thiserror::Error)]
 pub enum InsecureEndpoint {
@@ -1635,6 +1664,9 @@ mod tests {
             "urn:ietf:params:oauth:token-type:jwt"
         );
         assert_eq!(exchange.audience.as_deref(), Some("gh"));
+        // Unnamed, the issuer is the one trusted, pinned: a reload that drops it stops its
+        // tokens being exchanged, though the running HTTP face still accepts them.
+        assert_eq!(exchange.issuer.as_deref(), Some("https://id.example"));
         let loopback = json!({ "perUser": true, "clientId": "g", "tokenExchange": { "tokenEndpoint": "http://127.0.0.1:9/token" } });
         assert!(with(loopback).unwrap().servers()[0].token_exchange().is_some());
         for (oauth, says) in [
