@@ -28,9 +28,9 @@ const ISSUER = 'https://id.per-user.test';
 const AUDIENCE = 'anygpt-per-user-test';
 const OPENS_LINKS = { 'io.modelcontextprotocol/clientCapabilities': { elicitation: { url: {} } } };
 
-function accessToken(key, subject) {
+function accessToken(key, subject, claims = {}) {
   const now = Math.floor(Date.now() / 1000);
-  return signedJwt(key, { iss: ISSUER, sub: subject, aud: AUDIENCE, iat: now, exp: now + 600 });
+  return signedJwt(key, { iss: ISSUER, sub: subject, aud: AUDIENCE, iat: now, exp: now + 600, ...claims });
 }
 
 /** `execute_tool` of the fixture's `whoami` as a 2026-07-28 client of `token`; its JSON-RPC answer. */
@@ -94,10 +94,10 @@ function browserAfter(continued) {
 }
 
 /** The page a sign-in link opened on `base` shows: its text, form fields and cookie. */
-async function confirmationPage(link, base) {
+async function confirmationPage(link, base, cookie) {
   const start = new URL(link);
   const address = new URL(start.pathname + start.search, base);
-  const shown = await fetch(address, { redirect: 'manual' });
+  const shown = await fetch(address, { redirect: 'manual', headers: cookie ? { cookie } : {} });
   const text = await shown.text();
   assert.equal(shown.status, 200, text);
   const form = Object.fromEntries([...text.matchAll(/<input type=hidden name=(\w+) value="([^"]*)">/g)].map(([, name, value]) => [name, value]));
@@ -106,21 +106,23 @@ async function confirmationPage(link, base) {
 }
 
 /**
- * The page's Continue button: its form posted to the page's own address with the page's cookie,
- * as the browser that was shown it sends them (`headers` changes what it sends).
+ * The page's box ticked and its Continue pressed: its form posted to the page's own address
+ * with the page's cookie, as the browser that was shown it sends them (`headers` changes what
+ * it sends). `Origin` as the Fetch standard has a browser send it with a form's POST: `null`
+ * under the page's `Referrer-Policy: no-referrer`, else the page's origin.
  */
-function continueSignIn({ address, form, cookie }, headers = {}) {
+function continueSignIn({ address, form, cookie, headers: page }, headers = {}) {
   return fetch(address, {
     method: 'POST',
     redirect: 'manual',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
       cookie,
-      origin: address.origin,
+      origin: page.get('referrer-policy') === 'no-referrer' ? 'null' : address.origin,
       'sec-fetch-site': 'same-origin',
       ...headers,
     },
-    body: new URLSearchParams(form),
+    body: new URLSearchParams({ me: 'yes', ...form }),
   });
 }
 
@@ -407,14 +409,22 @@ describe('per-user credentials: each caller signs in to the downstream server wi
   });
 
   test('an opened link names whom it is for and signs nobody in until continued from that page in that browser', async () => {
-    const ivy = accessToken(key, 'ivy');
+    const ivy = accessToken(key, 'ivy', { preferred_username: 'ivy@team.example' });
     const { request } = question(await whoami(a.url, ivy));
     const shown = await confirmationPage(request.params.url, b.base);
     // A page, not a redirect: a site that loads the link (an image, a frame, a redirect) does
-    // not reach the authorization server, where the browser may be signed in already.
+    // not reach the authorization server, where the browser may be signed in already. It
+    // names her as a person reads her name, with who she is to the gateway.
     assert.equal(shown.headers.get('location'), null);
-    assert.match(shown.text, new RegExp(`Sign in to <b>team-gh</b> for the gateway user <b>${ISSUER}#ivy</b>\\?`));
+    assert.match(shown.text, new RegExp(`Sign in to <b>team-gh</b> for the gateway user <b>ivy@team\\.example \\(${ISSUER}#ivy\\)</b>\\?`));
     assert.match(shown.text, /Continue only if you are /);
+    assert.match(shown.text, /<input type=checkbox name=me value=yes required> I am ivy@team\.example/);
+    // Its own form carries its origin (a `no-referrer` page's would say `Origin: null`).
+    assert.equal(shown.headers.get('referrer-policy'), 'same-origin');
+    // Opened again in the same browser (her client opened it, and she did too): the same
+    // value, so the first tab's Continue still counts.
+    const again = await confirmationPage(request.params.url, a.base, shown.cookie);
+    assert.equal(again.form.confirm, shown.form.confirm);
     assert.match(shown.headers.get('content-security-policy'), /frame-ancestors 'none'/);
     assert.equal(shown.headers.get('x-frame-options'), 'DENY');
     assert.match(shown.headers.get('set-cookie'), /^anygpt-connect-[0-9a-f]{16}=[0-9a-f]{64}; Max-Age=600; Path=\/connect; HttpOnly; SameSite=Strict$/);
@@ -434,6 +444,10 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     }
     const forged = await continueSignIn({ ...shown, form: { ...shown.form, confirm: '1'.repeat(64) } });
     assert.equal(forged.status, 403);
+    // The box not ticked: nothing happens but a page saying to tick it.
+    const unticked = await continueSignIn({ ...shown, form: { ...shown.form, me: '' } });
+    assert.equal(unticked.status, 400);
+    assert.match(await unticked.text(), /Tick &quot;I am …&quot; to continue/);
     // Another link's page does not continue this one.
     const other = await confirmationPage(question(await whoami(a.url, accessToken(key, 'hank'))).request.params.url, a.base);
     assert.equal((await continueSignIn({ ...shown, cookie: other.cookie, form: { ...shown.form, confirm: other.form.confirm } })).status, 403);
@@ -455,12 +469,25 @@ describe('per-user credentials: each caller signs in to the downstream server wi
     // whose browser is signed in at the authorization server: she signs in there, and her
     // browser comes back to the gateway without the cookie Hank's browser holds.
     const hank = accessToken(key, 'hank');
-    const { authorize } = await openLink(question(await whoami(a.url, hank)).request.params.url, a.base);
-    const page = await finishInBrowser({ authorize, cookie: '' }, a.base, 'judy');
-    assert.equal(page.status, 403, page.text);
-    assert.match(page.text, /started in another browser/);
+    const hanks = await openLink(question(await whoami(a.url, hank)).request.params.url, a.base);
+    // Judy's browser holds no cookie of the gateway's, or one of that name with another value.
+    const named = hanks.cookie.replace(/=.*/, `=${'2'.repeat(64)}`);
+    for (const cookie of ['', named]) {
+      const page = await finishInBrowser({ authorize: hanks.authorize, cookie }, a.base, 'judy');
+      assert.equal(page.status, 403, page.text);
+      assert.match(page.text, /started in another browser/);
+    }
+    // Nor can her browser end his sign-in with an error.
+    const refusal = new URL('/connect/callback', b.base);
+    refusal.searchParams.set('state', new URL(hanks.authorize).searchParams.get('state'));
+    refusal.searchParams.set('error', 'access_denied');
+    assert.equal((await fetch(refusal)).status, 403);
     // Hank holds no token: his call still asks him to sign in; nothing reached the server as Judy.
     question(await whoami(b.url, hank));
+    // The refused callbacks spent nothing: in his own browser, his sign-in still finishes.
+    const page = await finishInBrowser(hanks, a.base, 'hank');
+    assert.equal(page.status, 200, page.text);
+    assert.equal((await whoami(a.url, hank)).result?.content?.[0]?.text, 'signed-in user hank');
   });
 
   test("an authorization server's refusal shows its error code only: a description anyone holding a state can write never reaches the gateway's page", async () => {

@@ -20,6 +20,10 @@ pub struct Caller {
     /// The token the caller presented, once verified (signed JWTs only): what RFC 8693 token
     /// exchange trades for their token at a downstream server. Not part of who they are.
     pub presented: Option<Presented>,
+    /// A name a person reads (the token's `preferred_username`, `email` or `name`): shown where
+    /// someone must recognise the caller (the sign-in page names whom a link is for), since a
+    /// subject is often an opaque id. Never part of who they are: anyone's token may claim any.
+    pub name: Option<String>,
 }
 
 /// A verified bearer token a caller presented. Its `Debug` shows no character of it, so a
@@ -142,6 +146,23 @@ impl Caller {
     }
 }
 
+impl Caller {
+    /// [`Caller::label`] with the caller's readable name before it, when the token gave one:
+    /// `alice@example.com (https://id.example#8f3a…)`. Bounded and inert like the label.
+    #[must_use]
+    pub fn described(&self) -> String {
+        const MAX: usize = 100;
+        match &self.name {
+            Some(name) => {
+                let name = inert(name.clone());
+                let name = crate::text::cut_chars(&name, MAX);
+                format!("{name} ({})", self.label())
+            }
+            None => self.label(),
+        }
+    }
+}
+
 /// `text` with its control and invisible characters written as `\u{…}`.
 fn inert(text: String) -> String {
     use crate::trust::poison::is_invisible;
@@ -222,6 +243,31 @@ mod tests {
             ..Caller::default()
         };
         assert!(long.label().len() <= 200 + '…'.len_utf8());
+    }
+
+    #[test]
+    fn described_puts_the_readable_name_before_the_label_bounded_and_inert() {
+        let opaque = Caller {
+            issuer: Some("https://id.example".into()),
+            subject: Some("AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ".into()),
+            ..Caller::default()
+        };
+        assert_eq!(opaque.described(), opaque.label(), "no name: the label");
+        let named = Caller {
+            name: Some("alice@example.com".into()),
+            ..opaque.clone()
+        };
+        assert_eq!(
+            named.described(),
+            "alice@example.com (https://id.example#AAAAAAAAAAAAAAAAAAAAAIkzqFVrSaSaFHy782bbtaQ)"
+        );
+        let tricky = Caller {
+            name: Some(format!("bob\u{202e}{}", "x".repeat(300))),
+            ..opaque
+        };
+        let described = tricky.described();
+        assert!(described.starts_with("bob\\u{202e}x"), "{described}");
+        assert!(described.chars().count() < 100 + 10 + 200, "{described}");
     }
 
     #[test]

@@ -587,7 +587,7 @@ impl Engine {
         Some(crate::upstream::per_user::authorize(&self.store(), &spec, state, redirect_uri, browser).await)
     }
 
-    /// Whom the sign-in link `state` for `server` was given to (their [`Caller::label`]),
+    /// Whom the sign-in link `state` for `server` was given to (their [`Caller::described`]),
     /// the link left usable. `None` when `server` is not one a caller signs in to.
     pub(crate) async fn sign_in_caller(
         &self,
@@ -598,8 +598,13 @@ impl Engine {
         Some(
             crate::upstream::per_user::link_caller(&self.store(), &spec, state)
                 .await
-                .map(|caller| caller.label()),
+                .map(|caller| caller.described()),
         )
+    }
+
+    /// The sign-in `state` names, left unspent (what its callback checks first).
+    pub(crate) async fn pending_sign_in(&self, state: &str) -> std::result::Result<SignInFlow, SignInError> {
+        crate::upstream::per_user::peek_flow(&self.store(), state).await
     }
 
     /// The sign-in `state` names, spent (it works once, on any replica).

@@ -18,6 +18,8 @@
 //! authorization address on instead. Both stop there; a person who continues a link made for
 //! someone else, despite the page naming that user, is not stopped (that needs the browser
 //! signed in to the team's identity provider too).
+//! Off loopback every step needs an https origin (`discovery.http.publicUrl`): on plain http,
+//! anyone on the way could set the cookies that tie a sign-in to its browser.
 //! Every query parameter is bounded, a repeated one refused, and every text on a page escaped;
 //! of a refusal, a page shows the error code only (its description goes to the log).
 //! Pages are never cached, framed, or sent as a referrer.
@@ -47,6 +49,23 @@ const MAX_VALUE_BYTES: usize = 4 * 1024;
 struct Connect {
     engine: Engine,
     origin: Arc<str>,
+}
+
+impl Connect {
+    /// The page refusing every sign-in step when the origin is plain http off loopback: any
+    /// host on the way, or a site on a sibling name, could set the cookies that tie a sign-in
+    /// to its browser (`__Host-` cookies need https).
+    fn insecure(&self) -> Option<Response> {
+        if !plain_http_off_loopback(&self.origin) {
+            return None;
+        }
+        tracing::warn!(origin = %self.origin, "per-user sign-ins refused: the gateway's address is plain http");
+        Some(page(
+            StatusCode::FORBIDDEN,
+            "Signing in through this gateway needs https: set discovery.http.publicUrl to the https \
+             address it is reached at (behind a proxy that ends TLS), or serve it on loopback.",
+        ))
+    }
 }
 
 /// The two routes, served under `origin` (`scheme://host[:port]`).
@@ -85,7 +104,10 @@ fn params<const N: usize>(query: &str, names: [&str; N]) -> Result<[Option<Strin
 /// `/connect/<server>?state=…`: a page naming whom the link is for, asking to continue. Nothing
 /// is spent and no authorization server is visited: a page elsewhere that loads the link (an
 /// image, a frame, a redirect) signs nobody in with the browser's session there.
-async fn start(State(connect): State<Connect>, Path(server): Path<String>, uri: Uri) -> Response {
+async fn start(State(connect): State<Connect>, Path(server): Path<String>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = connect.insecure() {
+        return refused;
+    }
     let [state] = match params(uri.query().unwrap_or_default(), ["state"]) {
         Ok(found) => found,
         Err(why) => return malformed("link", &why),
@@ -101,18 +123,31 @@ async fn start(State(connect): State<Connect>, Path(server): Path<String>, uri: 
         Ok(caller) => caller,
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
-    let confirm = crate::hash::random_hex(32);
     let cookie = Cookie::link(&connect.origin, &state);
-    let mut response = html(StatusCode::OK, &ask_page(&server, &caller, &state, &confirm));
+    // The link opened again in this browser (a client that opened it, and the person too):
+    // the same value, so the first tab's Continue still counts.
+    let confirm = cookie
+        .value(&headers)
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(|| crate::hash::random_hex(32));
+    // `same-origin`, not `no-referrer`: under the latter a browser sends `Origin: null` with
+    // the page's own form, which `proceed` would refuse.
+    let mut response = html(
+        StatusCode::OK,
+        &ask_page(&server, &caller, &state, &confirm),
+        "same-origin",
+    );
     response
         .headers_mut()
         .insert(header::SET_COOKIE, cookie.set(&confirm, FLOW_SECS));
     response
 }
 
-/// The confirmation page: whom the link is for, what continuing does, one button. The form
-/// posts to this same address (no `action`) with the link's state and this page's `confirm`
-/// value, which the browser also holds as a cookie only this origin's pages send.
+/// The confirmation page: whom the link is for, what continuing does, a box to tick and a
+/// button (two actions in two places: a page that swaps this one in under a double click does
+/// not get both). The form posts to this same address (no `action`) with the link's state and
+/// this page's `confirm` value, which the browser also holds as a cookie only this origin's
+/// pages send.
 fn ask_page(server: &str, caller: &str, state: &str, confirm: &str) -> String {
     let (server, caller) = (html_escape(&crate::secrets::scrub(server)), html_escape(caller));
     format!(
@@ -122,7 +157,8 @@ fn ask_page(server: &str, caller: &str, state: &str, confirm: &str) -> String {
          for that user's calls: a link somebody else sent you would give them your account.</p>\
          <form method=post><input type=hidden name=state value=\"{state}\">\
          <input type=hidden name=confirm value=\"{confirm}\">\
-         <button type=submit>Continue as {caller}</button></form>",
+         <p><label><input type=checkbox name=me value=yes required> I am {caller}</label></p>\
+         <p><button type=submit>Continue</button></p></form>",
         state = html_escape(state),
     )
 }
@@ -138,6 +174,9 @@ async fn proceed(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    if let Some(refused) = connect.insecure() {
+        return refused;
+    }
     if body.len() > MAX_QUERY_BYTES {
         return page(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -145,7 +184,7 @@ async fn proceed(
         );
     }
     let form = String::from_utf8_lossy(&body);
-    let [state, confirm] = match params(&form, ["state", "confirm"]) {
+    let [state, confirm, me] = match params(&form, ["state", "confirm", "me"]) {
         Ok(found) => found,
         Err(why) => return malformed("form", &why),
     };
@@ -153,6 +192,12 @@ async fn proceed(
         Ok(state) => state,
         Err((status, text)) => return page(status, text),
     };
+    if me.as_deref() != Some("yes") {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "Tick \"I am …\" to continue, if that is you: the sign-in is for the user the page names.",
+        );
+    }
     if let Err(why) = same_origin(&headers, &connect.origin) {
         tracing::info!(%server, "a sign-in was continued from another site: {why}");
         return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
@@ -212,6 +257,11 @@ const OTHER_BROWSER: &str = "This sign-in was started in another browser, so it 
 /// What a continuation not made from the gateway's own page in this browser is told.
 const FROM_ELSEWHERE: &str = "This sign-in was not continued from the page the gateway showed in this browser. \
      Open the sign-in link yourself and press Continue there.";
+
+/// Whether `origin` is `http:` to a host other than loopback.
+fn plain_http_off_loopback(origin: &str) -> bool {
+    reqwest::Url::parse(origin).is_ok_and(|url| url.scheme() != "https" && !crate::config::is_loopback_host(&url))
+}
 
 /// The link's `state`, if `server` and it are well formed; else what the page says why.
 fn link_state(server: &str, state: Option<String>) -> Result<String, (StatusCode, &'static str)> {
@@ -314,20 +364,37 @@ impl Cookie {
     /// Whether the request's cookies hold this cookie with a value whose SHA-256 (hex) is
     /// `digest`. Compared as digests, so the time taken says nothing of the value.
     fn holds_digest(&self, headers: &HeaderMap, digest: &str) -> bool {
+        self.values(headers)
+            .any(|sent| !sent.is_empty() && crate::hash::sha256_hex(sent) == digest)
+    }
+
+    /// The value this browser holds, if one (the first).
+    fn value(&self, headers: &HeaderMap) -> Option<String> {
+        self.values(headers)
+            .next()
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    /// Every value the request's cookies give this cookie. Read as bytes: another cookie of
+    /// the browser's with a non-ASCII value (one a sibling site may set) must not hide ours.
+    fn values<'h>(&'h self, headers: &'h HeaderMap) -> impl Iterator<Item = &'h [u8]> + 'h {
         headers
             .get_all(header::COOKIE)
             .iter()
-            .filter_map(|h| h.to_str().ok())
-            .flat_map(|h| h.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .any(|(name, sent)| {
-                name == self.name && !sent.is_empty() && crate::hash::sha256_hex(sent.as_bytes()) == digest
+            .flat_map(|h| h.as_bytes().split(|&b| b == b';'))
+            .filter_map(|pair| {
+                let at = pair.iter().position(|&b| b == b'=')?;
+                let (name, value) = (pair[..at].trim_ascii(), &pair[at + 1..]);
+                (name == self.name.as_bytes()).then_some(value.trim_ascii())
             })
     }
 }
 
 /// `/connect/callback?code=…&state=…[&iss=…]` (or `error=…`): finish the sign-in.
 async fn callback(State(connect): State<Connect>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Some(refused) = connect.insecure() {
+        return refused;
+    }
     let [code, state, issuer, error, description] = match params(
         uri.query().unwrap_or_default(),
         ["code", "state", "iss", "error", "error_description"],
@@ -338,17 +405,22 @@ async fn callback(State(connect): State<Connect>, headers: HeaderMap, uri: Uri) 
     let Some(state) = state.filter(|s| !s.is_empty()) else {
         return page(StatusCode::BAD_REQUEST, "This sign-in answer has no state.");
     };
-    // Spent whatever the answer: a state works once.
+    // Read, checked against this browser, then spent whatever the answer (a state works
+    // once): a request from another browser leaves the sign-in to the one that started it.
+    let pending = match connect.engine.pending_sign_in(&state).await {
+        Ok(flow) => flow,
+        Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
+    };
+    let cookie = Cookie::sign_in(&connect.origin, &state);
+    if !cookie.holds_digest(&headers, pending.browser()) {
+        tracing::info!(server = %pending.server(), "a sign-in came back to a browser that did not start it");
+        return page(StatusCode::FORBIDDEN, OTHER_BROWSER);
+    }
     let flow = match connect.engine.sign_in_flow(&state).await {
         Ok(flow) => flow,
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
     let server = flow.server().to_owned();
-    let cookie = Cookie::sign_in(&connect.origin, &state);
-    if !cookie.holds_digest(&headers, flow.browser()) {
-        tracing::info!(%server, "a sign-in came back to a browser that did not start it");
-        return page(StatusCode::FORBIDDEN, OTHER_BROWSER);
-    }
     if let Some(error) = error {
         // The description is the log's, not the page's: whoever holds a flow's state (their
         // own) can write one, and the page is the gateway's, which a person trusts.
@@ -407,12 +479,13 @@ fn page(status: StatusCode, text: &str) -> Response {
             "<!doctype html><meta charset=utf-8><title>anygpt-discovery</title><p>{}</p>",
             html_escape(&text)
         ),
+        "no-referrer",
     )
 }
 
-/// `body` as a page never cached, framed (no clickjacking the confirmation's button) or sent as
-/// a referrer, running no script.
-fn html(status: StatusCode, body: &str) -> Response {
+/// `body` as a page never cached or framed (no clickjacking the confirmation's button), running
+/// no script, with the referrer policy `referrer`.
+fn html(status: StatusCode, body: &str, referrer: &'static str) -> Response {
     (
         status,
         [
@@ -423,7 +496,7 @@ fn html(status: StatusCode, body: &str) -> Response {
                 "default-src 'none'; frame-ancestors 'none'",
             ),
             (header::X_FRAME_OPTIONS, "DENY"),
-            (header::REFERRER_POLICY, "no-referrer"),
+            (header::REFERRER_POLICY, referrer),
         ],
         body.to_owned(),
     )
@@ -527,6 +600,27 @@ mod tests {
     }
 
     #[test]
+    fn sign_ins_need_https_off_loopback() {
+        assert!(!plain_http_off_loopback("https://mcp.example.com"));
+        assert!(!plain_http_off_loopback("http://127.0.0.1:8080"));
+        assert!(!plain_http_off_loopback("http://[::1]:8080"));
+        assert!(!plain_http_off_loopback("http://localhost:8080"));
+        assert!(plain_http_off_loopback("http://10.0.0.5:8080"));
+        assert!(plain_http_off_loopback("http://mcp.internal"));
+    }
+
+    #[test]
+    fn another_cookie_of_any_bytes_hides_nothing_and_the_first_value_is_reused() {
+        let cookie = Cookie::link("http://127.0.0.1:8080", "state-a");
+        let mut headers = HeaderMap::new();
+        let line = format!("sibling=caf\u{e9}; {}=c0ffee; x", cookie.name);
+        headers.insert(header::COOKIE, HeaderValue::from_bytes(line.as_bytes()).unwrap());
+        assert!(cookie.holds(&headers, "c0ffee"));
+        assert_eq!(cookie.value(&headers).as_deref(), Some("c0ffee"));
+        assert_eq!(Cookie::link("http://127.0.0.1:8080", "state-b").value(&headers), None);
+    }
+
+    #[test]
     fn the_confirmation_names_the_caller_escaped_and_posts_to_itself() {
         let text = ask_page("gh<x>", "https://id.example#\"alice\"", "ab\"cd", "c0ffee");
         assert!(
@@ -537,6 +631,9 @@ mod tests {
         assert!(text.contains("<form method=post>"), "no action: the same address");
         assert!(text.contains("name=state value=\"ab&quot;cd\""));
         assert!(text.contains("name=confirm value=\"c0ffee\""));
+        assert!(
+            text.contains("<input type=checkbox name=me value=yes required> I am https://id.example#&quot;alice&quot;")
+        );
     }
 
     #[test]

@@ -141,12 +141,19 @@ fn caller_of(issuer: &Issuer, claims: &Map<String, Value>) -> Result<Caller, Pro
         .get("scope")
         .or_else(|| claims.get("scp"))
         .map_or_else(Vec::new, |v| bounded(strings(v, true)));
+    // What a person recognises them by; the first of the usual claims that is a short string.
+    let name = ["preferred_username", "email", "name"]
+        .iter()
+        .filter_map(|claim| claims.get(*claim).and_then(Value::as_str))
+        .find(|s| !s.trim().is_empty() && s.chars().count() <= MAX_CLAIM_CHARS)
+        .map(|s| s.trim().to_owned());
     Ok(Caller {
         issuer: Some(issuer.id.clone()),
         subject: Some(subject.to_owned()),
         groups,
         scopes,
         presented: None,
+        name,
     })
 }
 

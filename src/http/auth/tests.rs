@@ -199,7 +199,8 @@ fn app(auth: &Authenticator) -> Router {
     async fn mcp(Extension(caller): Extension<Caller>, headers: HeaderMap) -> String {
         json!({
             "issuer": caller.issuer, "subject": caller.subject, "groups": caller.groups,
-            "scopes": caller.scopes, "sawAuthorization": headers.contains_key(header::AUTHORIZATION),
+            "scopes": caller.scopes, "name": caller.name,
+            "sawAuthorization": headers.contains_key(header::AUTHORIZATION),
         })
         .to_string()
     }
@@ -493,7 +494,7 @@ async fn a_valid_token_proves_its_caller_and_never_reaches_the_handler() {
     assert_eq!(
         answer.body,
         json!({"issuer": ISSUER, "subject": "alice", "groups": ["dev", "ops"],
-               "scopes": ["mcp:tools", "openid"], "sawAuthorization": false})
+               "scopes": ["mcp:tools", "openid"], "name": null, "sawAuthorization": false})
     );
 }
 
@@ -557,6 +558,32 @@ async fn groups_come_from_the_configured_claim_a_string_an_array_or_a_nested_pat
         let answer = call(&auth, Some(&key.token(&token_claims))).await;
         assert_eq!(answer.body["groups"], groups, "groupsClaim {claim}");
     }
+}
+
+#[tokio::test]
+async fn a_readable_name_is_the_first_usual_claim_given() {
+    let key = TestKey::es256("k1");
+    let file = jwks_file(&jwks(&[&key]));
+    let auth = authenticator(issuer_spec(&file)).await;
+    let name_of = |claims: Value| {
+        let auth = &auth;
+        let token = key.token(&claims);
+        async move { call(auth, Some(&token)).await.body["name"].clone() }
+    };
+    assert_eq!(name_of(claims()).await, Value::Null, "none given: none shown");
+    let both = with(
+        with(claims(), "email", json!("alice@example.com")),
+        "name",
+        json!("Alice"),
+    );
+    assert_eq!(name_of(both.clone()).await, json!("alice@example.com"));
+    assert_eq!(
+        name_of(with(both, "preferred_username", json!(" alice "))).await,
+        json!("alice")
+    );
+    let blank = with(with(claims(), "preferred_username", json!("")), "name", json!("Alice"));
+    assert_eq!(name_of(blank).await, json!("Alice"));
+    assert_eq!(name_of(with(claims(), "email", json!(42))).await, Value::Null);
 }
 
 #[tokio::test]

@@ -228,6 +228,9 @@ struct Bound {
     server: String,
     issuer: Option<String>,
     subject: Option<String>,
+    /// The caller's readable name ([`Caller::name`]), for the page that names whom it is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
 }
 
 impl Bound {
@@ -235,6 +238,7 @@ impl Bound {
         Caller {
             issuer: self.issuer.clone(),
             subject: self.subject.clone(),
+            name: self.name.clone(),
             ..Caller::default()
         }
     }
@@ -284,8 +288,11 @@ fn pending_key(store: &Store, caller: &Caller, server: &str) -> String {
     store.key(&["connect", "pending", &sha256_hex(whole.as_bytes())])
 }
 
+/// Where the sign-in under way for the authorization request `csrf` is kept. `flow-b`: flows
+/// bound to a browser ([`Flow::browser`]); a replica of a version before that, sharing the
+/// store, finds none of them (it would finish one without checking the browser).
 fn flow_key(store: &Store, csrf: &str) -> String {
-    store.key(&["connect", "flow", &sha256_hex(csrf.as_bytes())])
+    store.key(&["connect", "flow-b", &sha256_hex(csrf.as_bytes())])
 }
 
 /// Where the client registered at `issuer` for `redirect_uri` is kept.
@@ -542,6 +549,7 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
         server: server.to_owned(),
         issuer: caller.issuer.clone(),
         subject: caller.subject.clone(),
+        name: caller.name.clone(),
     };
     let bytes = serde_json::to_vec(&bound).expect("a bound state serializes");
     store
@@ -709,10 +717,16 @@ async fn registered_client(
 
 /// `/connect/callback`: the sign-in the authorization request's `state` names, taken (one use).
 pub(crate) async fn take_flow(store: &Store, csrf: &str) -> Result<Flow, CredentialError> {
-    let bytes = store
-        .take_sealed(&flow_key(store, csrf))
-        .await?
-        .ok_or(CredentialError::UnknownState)?;
+    flow_of(store.take_sealed(&flow_key(store, csrf)).await?)
+}
+
+/// [`take_flow`] without taking it: what the callback checks its browser against first.
+pub(crate) async fn peek_flow(store: &Store, csrf: &str) -> Result<Flow, CredentialError> {
+    flow_of(store.get_sealed(&flow_key(store, csrf)).await?)
+}
+
+fn flow_of(bytes: Option<Vec<u8>>) -> Result<Flow, CredentialError> {
+    let bytes = bytes.ok_or(CredentialError::UnknownState)?;
     serde_json::from_slice(&bytes).map_err(|_| CredentialError::UnknownState)
 }
 
