@@ -1,7 +1,7 @@
-// The Debian packages the replica tests run for real: `redis-server` (the store replicas share)
-// and `haproxy` (the load balancer in front of them). When one is missing and this runs as
-// root (CI), it is installed with apt-get; otherwise the tests stop before the build with the
-// command to run.
+// The Debian packages tests run for real: `redis-server` (the store replicas share), `haproxy`
+// (the load balancer in front of them) and `chromium-headless-shell` (the browser that opens a
+// per-user sign-in link). When one is missing and this runs as root (CI), it is installed with
+// apt-get; otherwise the tests stop before the build with the command to run.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
@@ -10,6 +10,7 @@ import { delimiter, join } from 'node:path';
 export const DEBIAN_TOOLS = [
   { command: 'redis-server', package: 'redis-server', version: ['--version'] },
   { command: 'haproxy', package: 'haproxy', version: ['-v'] },
+  { command: 'chromium-headless-shell', package: 'chromium-headless-shell', version: ['--version'] },
 ];
 
 /** Where Debian puts them: /usr/sbin is not on a user's PATH. */
@@ -39,11 +40,11 @@ export function ensureDebianTools() {
   const missing = DEBIAN_TOOLS.filter((tool) => !runs(tool)).map((tool) => tool.package);
   if (missing.length === 0) return;
   const install = ['install', '-y', '--no-install-recommends', ...missing];
-  const fix = `fix: \`sudo apt-get install -y ${missing.join(' ')}\` (Debian/Ubuntu; elsewhere install Redis and HAProxy so that \`redis-server\` and \`haproxy\` run), then run npm test again`;
+  const fix = `fix: \`sudo apt-get install -y ${missing.join(' ')}\` (Debian/Ubuntu; elsewhere install Redis, HAProxy and Chromium's headless shell so that \`redis-server\`, \`haproxy\` and \`chromium-headless-shell\` run), then run npm test again`;
   const apt = findCommand('apt-get');
   if (process.getuid?.() !== 0 || !apt) {
     const why = !apt ? 'there is no apt-get here' : 'not running as root, so they are not installed for you';
-    throw new Error(`the replica tests need the packages ${missing.join(', ')}, which are missing (${why})\n${fix}`);
+    throw new Error(`the tests need the packages ${missing.join(', ')}, which are missing (${why})\n${fix}`);
   }
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const aptGet = (args) => {
@@ -59,6 +60,6 @@ export function ensureDebianTools() {
   const still = DEBIAN_TOOLS.filter((tool) => !runs(tool)).map((tool) => tool.package);
   if (result.status !== 0 || still.length > 0) {
     const why = (result.stderr || `apt-get exited ${result.status}`).trim().slice(-2000);
-    throw new Error(`the replica tests need the packages ${missing.join(', ')}; installing them with apt-get failed: ${why}\n${fix}`);
+    throw new Error(`the tests need the packages ${missing.join(', ')}; installing them with apt-get failed: ${why}\n${fix}`);
   }
 }

@@ -2,8 +2,9 @@
 // `npm test`: everything CI runs, in order. Builds the debug addon and binary for the host
 // triple, then the Rust tests for the same triple (so nothing compiles twice), the node
 // tests (with `uvx` on PATH, installed from PyPI into .ci/uv if missing: see uv.mjs), and the
-// type check of index.d.ts. The replica tests run a real redis-server and haproxy: installed
-// from Debian when missing and this runs as root (CI), else the run stops naming them.
+// type check of index.d.ts. The replica tests run a real redis-server and haproxy, the sign-in
+// test a real chromium-headless-shell: installed from Debian when missing and this runs as root
+// (CI), else the run stops naming them.
 import { execFileSync } from 'node:child_process';
 import { delimiter, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +19,7 @@ const run = (cmd, args) => {
   execFileSync(cmd, args, { cwd: root, stdio: 'inherit' });
 };
 
-// First, so a machine that cannot get uvx, redis-server or haproxy learns it before the build.
+// First, so a machine that cannot get uvx or a Debian tool learns it before the build.
 const uvBin = ensureUvx(root);
 ensureDebianTools();
 if (uvBin) process.env.PATH = `${uvBin}${delimiter}${process.env.PATH}`;
