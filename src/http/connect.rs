@@ -56,10 +56,14 @@ impl Connect {
     /// host on the way, or a site on a sibling name, could set the cookies that tie a sign-in
     /// to its browser (`__Host-` cookies need https).
     fn insecure(&self) -> Option<Response> {
+        // Logged once per process: every request of a link would say it again.
+        static SAID: std::sync::Once = std::sync::Once::new();
         if !plain_http_off_loopback(&self.origin) {
             return None;
         }
-        tracing::warn!(origin = %self.origin, "per-user sign-ins refused: the gateway's address is plain http");
+        SAID.call_once(|| {
+            tracing::warn!(origin = %self.origin, "per-user sign-ins refused: the gateway's address is plain http; set discovery.http.publicUrl to its https address");
+        });
         Some(page(
             StatusCode::FORBIDDEN,
             "Signing in through this gateway needs https: set discovery.http.publicUrl to the https \

@@ -526,7 +526,7 @@ async fn manager_for(spec: &ServerSpec) -> Result<AuthorizationManager, AuthErro
 }
 
 /// A sign-in link's `state` for `caller` and `server`, kept for [`FLOW_TTL`]: the one given
-/// them last while it is young and unopened, else a new one.
+/// them last while it is young and not continued, else a new one.
 pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Result<String, CredentialError> {
     if caller.is_local() {
         return Err(CredentialError::NoCaller {
@@ -539,7 +539,7 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
         .await?
         .and_then(|bytes| String::from_utf8(bytes).ok())
     {
-        // Unless it was opened meanwhile (`authorize` takes it).
+        // Unless it was continued meanwhile (`authorize` takes it; opening the page does not).
         if store.get(&state_key(store, &state)).await?.is_some() {
             return Ok(state);
         }
