@@ -298,7 +298,9 @@ describe('startup from the snapshot', () => {
       assert.equal(tools.length, 5);
       assert.deepEqual([body.results[0].server, body.results[0].tool], ['slow13', 'only_on_slow13']);
       assert.equal(body.pending, undefined);
-      assert.ok(elapsed < 100, `tools/list + search took ${elapsed.toFixed(1)} ms`);
+      // Waiting for the servers would take the 5 s a search waits for first starts; a bound
+      // far below that, not a speed goal (those are in bench/), so a busy machine stays green.
+      assert.ok(elapsed < 1000, `tools/list + search took ${elapsed.toFixed(1)} ms`);
       const { body: list } = await call(second.client, 'list_mcp_servers');
       assert.ok(list.servers.every((s) => s.status === 'idle' && s.toolCount === 16), JSON.stringify(list.servers[0]));
     } finally {
