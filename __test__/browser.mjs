@@ -25,15 +25,23 @@ export async function launchBrowser() {
       '--no-first-run',
       'about:blank',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    // Its own process group: Debian's command is a shell script that runs the browser as its
+    // child, so killing the script alone would leave the browser (and this test) running.
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
   );
   const [, endpoint] = await printedMatch(child, 'stderr', /DevTools listening on (ws:\/\/\S+)/);
   const cdp = await protocol(endpoint);
   return {
     newPage: () => newPage(cdp),
     async close() {
+      await cdp.send('Browser.close').catch(() => {});
       cdp.close();
-      child.kill('SIGKILL');
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // The group is gone already.
+      }
+      child.stderr.destroy();
       await exited(child);
     },
   };
