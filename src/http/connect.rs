@@ -3,13 +3,13 @@
 //!
 //! No bearer token here: a browser follows the link. The link's `state` is the authority — a
 //! random value the gateway gave one caller for one server, kept in the store for ten minutes
-//! and spent on first use — so any replica answers every route. Opening `/connect/<server>`
+//! and spent when continued — so any replica answers every route. Opening `/connect/<server>`
 //! shows a page naming the gateway user the link is for and asking the person to continue
 //! (spending nothing, visiting no authorization server); continuing (a POST from that page in
 //! that browser, tied to it by a cookie) spends the state, gives the browser a second cookie
 //! and redirects only to the authorization endpoint the server's metadata names;
-//! `/connect/callback` takes the sign-in its `state` names (spent too) and, only in the browser
-//! holding that second cookie, exchanges the code and says so on a small page.
+//! `/connect/callback`, only in the browser holding that second cookie, takes the sign-in its
+//! `state` names (spent too), exchanges the code and says so on a small page.
 //!
 //! Why: a sign-in's account serves the calls of the caller its link was made for. Without the
 //! page, any site the person visits could load a link made for someone else (an image, a
@@ -22,7 +22,7 @@
 //! anyone on the way could set the cookies that tie a sign-in to its browser.
 //! Every query parameter is bounded, a repeated one refused, and every text on a page escaped;
 //! of a refusal, a page shows the error code only (its description goes to the log).
-//! Pages are never cached, framed, or sent as a referrer.
+//! Pages are never cached or framed, and never sent as a referrer to another origin.
 
 use std::sync::Arc;
 
@@ -72,7 +72,7 @@ impl Connect {
     }
 }
 
-/// The two routes, served under `origin` (`scheme://host[:port]`).
+/// The routes, served under `origin` (`scheme://host[:port]`).
 pub(super) fn router(engine: &Engine, origin: Arc<str>) -> Router {
     Router::new()
         .route("/connect/callback", get(callback))
