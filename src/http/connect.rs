@@ -202,7 +202,7 @@ async fn proceed(
             "Tick \"I am …\" to continue, if that is you: the sign-in is for the user the page names.",
         );
     }
-    if let Err(why) = same_origin(&headers, &connect.origin) {
+    if let Some(why) = other_site(&headers, &connect.origin) {
         tracing::info!(%server, "a sign-in was continued from another site: {why}");
         return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
     }
@@ -293,26 +293,22 @@ fn not_here(server: &str) -> Response {
     )
 }
 
-/// `Err` naming the header when a browser says the request came from another site: `Origin`
-/// (sent with every POST by current browsers) must be `origin`, `Sec-Fetch-Site` `same-origin`.
-/// A request with neither is not a browser's cross-site form, and the cookie check still holds.
-fn same_origin(headers: &HeaderMap, origin: &str) -> Result<(), String> {
+/// The header (name and value, for the log) by which a browser says the request came from
+/// another site: `Origin` (sent with every POST by current browsers) other than `origin`, or
+/// `Sec-Fetch-Site` other than `same-origin`. `None` for a request with neither: not a
+/// browser's cross-site form, and the cookie check still holds.
+fn other_site(headers: &HeaderMap, origin: &str) -> Option<String> {
     if let Some(site) = headers.get("sec-fetch-site") {
         if site.as_bytes() != b"same-origin" {
-            return Err(format!("Sec-Fetch-Site: {}", String::from_utf8_lossy(site.as_bytes())));
+            return Some(format!("Sec-Fetch-Site: {}", String::from_utf8_lossy(site.as_bytes())));
         }
     }
-    if let Some(sent) = headers.get(header::ORIGIN) {
-        let sent = sent.to_str().unwrap_or_default();
-        let same = match (reqwest::Url::parse(sent), reqwest::Url::parse(origin)) {
-            (Ok(sent), Ok(ours)) => sent.origin() == ours.origin(),
-            _ => false,
-        };
-        if !same {
-            return Err(format!("Origin: {}", crate::text::cut_chars(sent, 200)));
-        }
-    }
-    Ok(())
+    let sent = headers.get(header::ORIGIN)?.to_str().unwrap_or_default();
+    let same = match (reqwest::Url::parse(sent), reqwest::Url::parse(origin)) {
+        (Ok(sent), Ok(ours)) => sent.origin() == ours.origin(),
+        _ => false,
+    };
+    (!same).then(|| format!("Origin: {}", crate::text::cut_chars(sent, 200)))
 }
 
 /// A cookie that ties one browser's steps of one sign-in together, named after the state it is
@@ -586,21 +582,24 @@ mod tests {
             map
         };
         let ours = "https://mcp.example.com:443";
-        assert!(
-            same_origin(&headers(&[]), ours).is_ok(),
+        assert_eq!(
+            other_site(&headers(&[]), ours),
+            None,
             "not a browser: the cookie decides"
         );
-        assert!(same_origin(
-            &headers(&[("origin", "https://mcp.example.com"), ("sec-fetch-site", "same-origin")]),
-            ours
-        )
-        .is_ok());
-        let evil = same_origin(&headers(&[("origin", "https://evil.example")]), ours).unwrap_err();
-        assert_eq!(evil, "Origin: https://evil.example");
-        assert!(same_origin(&headers(&[("origin", "null")]), ours).is_err());
-        assert!(same_origin(&headers(&[("origin", "http://mcp.example.com")]), ours).is_err());
-        assert!(same_origin(&headers(&[("sec-fetch-site", "cross-site")]), ours).is_err());
-        assert!(same_origin(&headers(&[("sec-fetch-site", "same-site")]), ours).is_err());
+        assert_eq!(
+            other_site(
+                &headers(&[("origin", "https://mcp.example.com"), ("sec-fetch-site", "same-origin")]),
+                ours
+            ),
+            None
+        );
+        let evil = other_site(&headers(&[("origin", "https://evil.example")]), ours);
+        assert_eq!(evil.as_deref(), Some("Origin: https://evil.example"));
+        assert!(other_site(&headers(&[("origin", "null")]), ours).is_some());
+        assert!(other_site(&headers(&[("origin", "http://mcp.example.com")]), ours).is_some());
+        assert!(other_site(&headers(&[("sec-fetch-site", "cross-site")]), ours).is_some());
+        assert!(other_site(&headers(&[("sec-fetch-site", "same-site")]), ours).is_some());
     }
 
     #[test]
