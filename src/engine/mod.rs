@@ -38,7 +38,9 @@ use state::State;
 /// Remote servers' secrets taken out of a text (for the faces' log writers): upstream learns
 /// them when it dials a server; the faces reach them only through the engine.
 /// A per-user sign-in in progress, and why one failed (`connection.oauth.perUser`).
-pub(crate) use crate::upstream::per_user::{CredentialError as SignInError, Flow as SignInFlow};
+pub(crate) use crate::upstream::per_user::{
+    Authorization as SignInAuthorization, CredentialError as SignInError, Flow as SignInFlow, FLOW_TTL as SIGN_IN_TTL,
+};
 pub use crate::upstream::scrub_known as scrub_secrets;
 pub use crate::upstream::{listen_offers, Listening, OfferEvent, OfferListener, ProgressSink, ProgressUpdate};
 pub use cap::cap_result;
@@ -582,7 +584,7 @@ impl Engine {
         state: &str,
         redirect_uri: &str,
         browser: &str,
-    ) -> Option<std::result::Result<String, SignInError>> {
+    ) -> Option<std::result::Result<SignInAuthorization, SignInError>> {
         let spec = self.per_user_spec(server)?;
         Some(crate::upstream::per_user::authorize(&self.store(), &spec, state, redirect_uri, browser).await)
     }

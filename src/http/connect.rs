@@ -33,22 +33,43 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::engine::Engine;
+use crate::engine::{Engine, SIGN_IN_TTL};
 
 /// Longest server name in a path.
 const MAX_SERVER_BYTES: usize = 256;
 /// Longest query string read.
 const MAX_QUERY_BYTES: usize = 8 * 1024;
-/// How long a link's confirmation cookie lasts: as long as the link.
-const FLOW_SECS: u64 = 10 * 60;
 /// Longest value of each parameter read.
 const MAX_VALUE_BYTES: usize = 4 * 1024;
 
-/// What the routes share: the engine (specs, store) and the origin links are served under.
+/// What the routes share: the engine (specs, store), the origin links are served under, and
+/// what that origin allows, read from it once.
 #[derive(Clone)]
 struct Connect {
     engine: Engine,
     origin: Arc<str>,
+    /// What `origin` allows, read once.
+    site: Site,
+}
+
+/// What the origin links are served under allows.
+#[derive(Clone, Copy)]
+struct Site {
+    /// `https:`: the cookies are `__Host-` and `Secure`.
+    https: bool,
+    /// Plain http off loopback: every step is refused ([`Connect::insecure`]).
+    plain_http_off_loopback: bool,
+}
+
+impl Site {
+    fn of(origin: &str) -> Self {
+        let url = reqwest::Url::parse(origin).ok();
+        let https = url.as_ref().is_some_and(|url| url.scheme() == "https");
+        Self {
+            https,
+            plain_http_off_loopback: url.is_some_and(|url| !https && !crate::config::is_loopback_host(&url)),
+        }
+    }
 }
 
 impl Connect {
@@ -58,7 +79,7 @@ impl Connect {
     fn insecure(&self) -> Option<Response> {
         // Logged once per process: every request of a link would say it again.
         static SAID: std::sync::Once = std::sync::Once::new();
-        if !plain_http_off_loopback(&self.origin) {
+        if !self.site.plain_http_off_loopback {
             return None;
         }
         SAID.call_once(|| {
@@ -74,12 +95,14 @@ impl Connect {
 
 /// The routes, served under `origin` (`scheme://host[:port]`).
 pub(super) fn router(engine: &Engine, origin: Arc<str>) -> Router {
+    let site = Site::of(&origin);
     Router::new()
         .route("/connect/callback", get(callback))
         .route("/connect/{server}", get(start).post(proceed))
         .with_state(Connect {
             engine: engine.clone(),
             origin,
+            site,
         })
 }
 
@@ -127,7 +150,7 @@ async fn start(State(connect): State<Connect>, Path(server): Path<String>, heade
         Ok(caller) => caller,
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
-    let cookie = Cookie::link(&connect.origin, &state);
+    let cookie = Cookie::link(connect.site.https, &state);
     // The link opened again in this browser (a client that opened it, and the person too):
     // the same value, so the first tab's Continue still counts.
     let confirm = cookie
@@ -143,7 +166,7 @@ async fn start(State(connect): State<Connect>, Path(server): Path<String>, heade
     );
     response
         .headers_mut()
-        .insert(header::SET_COOKIE, cookie.set(&confirm, FLOW_SECS));
+        .insert(header::SET_COOKIE, cookie.set(&confirm, SIGN_IN_TTL.as_secs()));
     response
 }
 
@@ -206,7 +229,7 @@ async fn proceed(
         tracing::info!(%server, "a sign-in was continued from another site: {why}");
         return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
     }
-    let cookie = Cookie::link(&connect.origin, &state);
+    let cookie = Cookie::link(connect.site.https, &state);
     if !cookie.holds(&headers, confirm.as_deref().unwrap_or_default()) {
         tracing::info!(%server, "a sign-in was continued without the page this browser was shown");
         return page(StatusCode::FORBIDDEN, FROM_ELSEWHERE);
@@ -223,23 +246,17 @@ async fn proceed(
     else {
         return not_here(&server);
     };
-    let address = match address {
-        Ok(address) => address,
+    let authorization = match address {
+        Ok(authorization) => authorization,
         Err(error) => {
             tracing::info!(%server, "a sign-in link was refused: {error}");
             return page(StatusCode::BAD_REQUEST, &error.to_string());
         }
     };
-    // `authorize` made the address, with the authorization request's `state`, which the
-    // callback brings back and names its cookie by.
-    let request_state = reqwest::Url::parse(&address)
-        .ok()
-        .and_then(|u| u.query_pairs().find(|(k, _)| k == "state").map(|(_, v)| v.into_owned()))
-        .unwrap_or_default();
     let mut response = (
         StatusCode::SEE_OTHER,
         [
-            (header::LOCATION, address),
+            (header::LOCATION, authorization.address),
             (header::CACHE_CONTROL, "no-store".to_owned()),
             (header::REFERRER_POLICY, "no-referrer".to_owned()),
         ],
@@ -249,7 +266,8 @@ async fn proceed(
     cookies.append(header::SET_COOKIE, cookie.set("", 0));
     cookies.append(
         header::SET_COOKIE,
-        Cookie::sign_in(&connect.origin, &request_state).set(&browser, FLOW_SECS),
+        // Named by the authorization request's state, which the callback brings back.
+        Cookie::sign_in(connect.site.https, &authorization.state).set(&browser, SIGN_IN_TTL.as_secs()),
     );
     response
 }
@@ -261,11 +279,6 @@ const OTHER_BROWSER: &str = "This sign-in was started in another browser, so it 
 /// What a continuation not made from the gateway's own page in this browser is told.
 const FROM_ELSEWHERE: &str = "This sign-in was not continued from the page the gateway showed in this browser. \
      Open the sign-in link yourself and press Continue there.";
-
-/// Whether `origin` is `http:` to a host other than loopback.
-fn plain_http_off_loopback(origin: &str) -> bool {
-    reqwest::Url::parse(origin).is_ok_and(|url| url.scheme() != "https" && !crate::config::is_loopback_host(&url))
-}
 
 /// The link's `state`, if `server` and it are well formed; else what the page says why.
 fn link_state(server: &str, state: Option<String>) -> Result<String, (StatusCode, &'static str)> {
@@ -322,19 +335,19 @@ struct Cookie {
 impl Cookie {
     /// The link page's: its form counts only with it. `SameSite=Strict`: no other site's page
     /// makes the browser send it.
-    fn link(origin: &str, state: &str) -> Self {
-        Self::new(origin, "connect", state, "Strict")
+    fn link(https: bool, state: &str) -> Self {
+        Self::new(https, "connect", state, "Strict")
     }
 
     /// The continued sign-in's: its callback counts only with it. `SameSite=Lax`: the callback
     /// is the authorization server's redirect, a navigation from its site.
-    fn sign_in(origin: &str, request_state: &str) -> Self {
-        Self::new(origin, "signin", request_state, "Lax")
+    fn sign_in(https: bool, request_state: &str) -> Self {
+        Self::new(https, "signin", request_state, "Lax")
     }
 
-    fn new(origin: &str, kind: &str, state: &str, same_site: &str) -> Self {
+    fn new(https: bool, kind: &str, state: &str, same_site: &str) -> Self {
         let id = &crate::hash::sha256_hex(state.as_bytes())[..16];
-        if origin.starts_with("https://") {
+        if https {
             Self {
                 name: format!("__Host-anygpt-{kind}-{id}"),
                 attributes: format!("Path=/; Secure; HttpOnly; SameSite={same_site}"),
@@ -411,7 +424,7 @@ async fn callback(State(connect): State<Connect>, headers: HeaderMap, uri: Uri) 
         Ok(flow) => flow,
         Err(error) => return page(StatusCode::BAD_REQUEST, &error.to_string()),
     };
-    let cookie = Cookie::sign_in(&connect.origin, &state);
+    let cookie = Cookie::sign_in(connect.site.https, &state);
     if !cookie.holds_digest(&headers, pending.browser()) {
         tracing::info!(server = %pending.server(), "a sign-in came back to a browser that did not start it");
         return page(StatusCode::FORBIDDEN, OTHER_BROWSER);
@@ -540,8 +553,8 @@ mod tests {
 
     #[test]
     fn a_continuation_counts_only_with_this_links_cookie_and_value() {
-        let cookie = Cookie::link("http://127.0.0.1:8080", "state-a");
-        let set = cookie.set("c0ffee", FLOW_SECS);
+        let cookie = Cookie::link(false, "state-a");
+        let set = cookie.set("c0ffee", SIGN_IN_TTL.as_secs());
         let set = set.to_str().unwrap();
         assert!(
             set.starts_with("anygpt-connect-") && set.contains("HttpOnly; SameSite=Strict"),
@@ -560,9 +573,9 @@ mod tests {
             !cookie.holds(&HeaderMap::new(), "c0ffee"),
             "no cookie: a page elsewhere posted the form"
         );
-        let other = Cookie::link("http://127.0.0.1:8080", "state-b");
+        let other = Cookie::link(false, "state-b");
         assert!(!other.holds(&with("c0ffee"), "c0ffee"), "another link's cookie");
-        let https = Cookie::link("https://mcp.example.com", "state-a");
+        let https = Cookie::link(true, "state-a");
         let set = https.set("", 0);
         let set = set.to_str().unwrap();
         assert!(
@@ -604,23 +617,23 @@ mod tests {
 
     #[test]
     fn sign_ins_need_https_off_loopback() {
-        assert!(!plain_http_off_loopback("https://mcp.example.com"));
-        assert!(!plain_http_off_loopback("http://127.0.0.1:8080"));
-        assert!(!plain_http_off_loopback("http://[::1]:8080"));
-        assert!(!plain_http_off_loopback("http://localhost:8080"));
-        assert!(plain_http_off_loopback("http://10.0.0.5:8080"));
-        assert!(plain_http_off_loopback("http://mcp.internal"));
+        assert!(!Site::of("https://mcp.example.com").plain_http_off_loopback);
+        assert!(!Site::of("http://127.0.0.1:8080").plain_http_off_loopback);
+        assert!(!Site::of("http://[::1]:8080").plain_http_off_loopback);
+        assert!(!Site::of("http://localhost:8080").plain_http_off_loopback);
+        assert!(Site::of("http://10.0.0.5:8080").plain_http_off_loopback);
+        assert!(Site::of("http://mcp.internal").plain_http_off_loopback);
     }
 
     #[test]
     fn another_cookie_of_any_bytes_hides_nothing_and_the_first_value_is_reused() {
-        let cookie = Cookie::link("http://127.0.0.1:8080", "state-a");
+        let cookie = Cookie::link(false, "state-a");
         let mut headers = HeaderMap::new();
         let line = format!("sibling=caf\u{e9}; {}=c0ffee; x", cookie.name);
         headers.insert(header::COOKIE, HeaderValue::from_bytes(line.as_bytes()).unwrap());
         assert!(cookie.holds(&headers, "c0ffee"));
         assert_eq!(cookie.value(&headers).as_deref(), Some("c0ffee"));
-        assert_eq!(Cookie::link("http://127.0.0.1:8080", "state-b").value(&headers), None);
+        assert_eq!(Cookie::link(false, "state-b").value(&headers), None);
     }
 
     #[test]

@@ -8,14 +8,15 @@
 //! 1. a call by a caller without a token: [`begin`] keeps a random `state` bound to the caller
 //!    and the server; the call answers with `/connect/<server>?state=…`;
 //! 2. `/connect/<server>`: a page names the caller the link is for ([`link_caller`], the state
-//!    left unspent) and asks the person to continue; continuing ([`authorize`]) takes the state; discovery as the shared sign-in
+//!    left unspent) and asks the person to continue; continuing ([`authorize`]) takes the
+//!    state; discovery as the shared sign-in
 //!    does it (rmcp: protected-resource metadata, then the authorization server's), the client
 //!    pre-registered or registered dynamically (kept in the store per authorization server and
 //!    redirect URI), the PKCE verifier kept under the authorization request's own `state`
 //!    ([`StoreStates`], rmcp's state store) beside the flow (who, which server, which client);
 //!    the browser goes to the authorization endpoint the discovery named, nowhere else;
-//! 3. `/connect/callback` ([`take_flow`], [`exchange`]): the flow is taken, the face checks the
-//!    browser is the one that continued ([`Flow::browser`]), the code is exchanged
+//! 3. `/connect/callback` ([`peek_flow`], [`take_flow`], [`exchange`]): the face checks the
+//!    browser is the one that continued ([`Flow::browser`]), the flow is taken, the code exchanged
 //!    with the verifier, and the tokens kept sealed ([`StoreCredentials`]).
 //!
 //! A server with `tokenExchange` has no sign-in: [`token`] trades the caller's own token for
@@ -562,17 +563,14 @@ pub(crate) async fn begin(store: &Store, server: &str, caller: &Caller) -> Resul
 /// The caller a sign-in link's `state` was given to, the link left unspent: whom the page that
 /// asks the person opening it to continue names.
 pub(crate) async fn link_caller(store: &Store, spec: &ServerSpec, state: &str) -> Result<Caller, CredentialError> {
-    let bytes = store
-        .get_sealed(&state_key(store, state))
-        .await?
-        .ok_or(CredentialError::UnknownState)?;
-    Ok(bound_for(&bytes, spec)?.caller())
+    Ok(bound_for(store.get_sealed(&state_key(store, state)).await?, spec)?.caller())
 }
 
-/// The link state `bytes` hold, if it was given for `spec`'s server and that server still signs
-/// each caller in.
-fn bound_for(bytes: &[u8], spec: &ServerSpec) -> Result<Bound, CredentialError> {
-    let bound: Bound = serde_json::from_slice(bytes).map_err(|_| CredentialError::UnknownState)?;
+/// The link state `bytes` hold (`None`: no such link), if it was given for `spec`'s server and
+/// that server still signs each caller in.
+fn bound_for(bytes: Option<Vec<u8>>, spec: &ServerSpec) -> Result<Bound, CredentialError> {
+    let bytes = bytes.ok_or(CredentialError::UnknownState)?;
+    let bound: Bound = serde_json::from_slice(&bytes).map_err(|_| CredentialError::UnknownState)?;
     if bound.server != spec.name {
         return Err(CredentialError::OtherServer(spec.name.clone()));
     }
@@ -584,20 +582,16 @@ fn bound_for(bytes: &[u8], spec: &ServerSpec) -> Result<Bound, CredentialError> 
 
 /// `/connect/<server>?state=…` continued: take the link's state (one use) and start the
 /// authorization request for the browser holding the value whose SHA-256 (hex) is `browser`;
-/// the address of the authorization endpoint to send it to.
+/// the address of the authorization endpoint to send it to, with the request's state.
 pub(crate) async fn authorize(
     store: &Store,
     spec: &ServerSpec,
     state: &str,
     redirect_uri: &str,
     browser: &str,
-) -> Result<String, CredentialError> {
+) -> Result<Authorization, CredentialError> {
     let server = spec.name.as_str();
-    let bytes = store
-        .take_sealed(&state_key(store, state))
-        .await?
-        .ok_or(CredentialError::UnknownState)?;
-    let bound = bound_for(&bytes, spec)?;
+    let bound = bound_for(store.take_sealed(&state_key(store, state)).await?, spec)?;
     let fail = |e: &AuthError| CredentialError::auth(server, e);
     let settings = Settings::from_spec(spec.connection.oauth.as_ref()).map_err(|e| CredentialError::Auth {
         server: server.to_owned(),
@@ -654,7 +648,18 @@ pub(crate) async fn authorize(
     store
         .set_sealed(&flow_key(store, &csrf), &bytes, Some(FLOW_TTL))
         .await?;
-    Ok(page.as_str().to_owned())
+    Ok(Authorization {
+        address: page.as_str().to_owned(),
+        state: csrf,
+    })
+}
+
+/// Where a continued sign-in sends the browser, and the authorization request's own `state`
+/// (what the callback brings back and the flow is kept under).
+#[derive(Debug)]
+pub(crate) struct Authorization {
+    pub(crate) address: String,
+    pub(crate) state: String,
 }
 
 /// Whether `address` is `endpoint` with a query added (same origin and path).
