@@ -34,7 +34,9 @@ export async function launchBrowser() {
   return {
     newPage: () => newPage(cdp),
     async close() {
-      await cdp.send('Browser.close').catch(() => {});
+      // Asked to close, given a moment; the group kill below ends it whatever it answers.
+      const asked = cdp.send('Browser.close').catch(() => {});
+      await Promise.race([asked, new Promise((resolve) => setTimeout(resolve, 2_000))]);
       cdp.close();
       try {
         process.kill(-child.pid, 'SIGKILL');
@@ -57,13 +59,21 @@ async function protocol(endpoint) {
   let next = 0;
   const pending = new Map();
   const listeners = new Set();
+  // A browser that closes (Browser.close) may drop the socket before it answers: nothing waits
+  // for an answer that will never come.
+  socket.onclose = () => {
+    for (const { reject } of pending.values()) reject(new Error('the browser closed'));
+    pending.clear();
+  };
   socket.onmessage = ({ data }) => {
     const message = JSON.parse(data);
     if (message.id === undefined) {
       for (const listener of listeners) listener(message);
       return;
     }
-    const { resolve, reject } = pending.get(message.id);
+    const waiting = pending.get(message.id);
+    if (!waiting) return;
+    const { resolve, reject } = waiting;
     pending.delete(message.id);
     if (message.error) reject(new Error(`${message.error.message} (${message.error.code})`));
     else resolve(message.result);
